@@ -1,0 +1,33 @@
+# kernel-ledger: every target sets up what it needs.
+#   make demo   - install into .venv and replay the demo campaign on an embedded SQLite ledger
+#   make test   - install, start a throwaway PostgreSQL cluster, run the whole suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,postgres,sign,report]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	@bash examples/softmax-demo/demo.sh
+
+test: $(STAMP)
+	@bash tools/run-tests
+
+lint: $(STAMP)
+	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
+
+bench: $(STAMP)
+	@$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf .demo .pgtest .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The `kernel-ledger` command line: parse, call the service, render. Nothing else."""

@@ -1,0 +1,80 @@
+"""The typer application and the one place where errors become exit codes."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+try:  # newer typer ships its own copy of click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - typer releases that depend on click
+    from click import exceptions as click_exceptions
+
+from cli import audit, db, query, rounds
+from cli.output import EXIT_INTERNAL, error
+
+app = typer.Typer(
+    name="kernel-ledger",
+    help="An event-sourced, hash-chained ledger for kernel optimization rounds.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    db_url: str = typer.Option(
+        None,
+        "--db",
+        metavar="URL",
+        help="SQLAlchemy URL of the ledger (default: $KERNEL_LEDGER_DB, else "
+        "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3).",
+    ),
+) -> None:
+    ctx.obj = {"db": db_url}
+
+
+rounds.register(app)
+query.register(app)
+audit.register(app)
+app.add_typer(db.app, name="db")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; never let a traceback reach the user."""
+    from ledger.errors import LedgerError
+
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args
+    try:
+        result = app(args=args, prog_name="kernel-ledger", standalone_mode=False)
+    except click_exceptions.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
+            sys.stdout.write(exc.ctx.get_help() + "\n")
+            sys.exit(2)
+        error(exc.format_message(), 2, as_json=as_json)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        error("interrupted", 130, as_json=as_json)
+        sys.exit(130)
+    except LedgerError as exc:
+        error(exc.message, exc.exit_code, as_json=as_json)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(1)
+    except Exception as exc:  # a bug: still one line, never a traceback
+        error(
+            f"internal error ({type(exc).__name__}: {exc}); this is a bug in kernel-ledger",
+            EXIT_INTERNAL,
+            as_json=as_json,
+        )
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

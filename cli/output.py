@@ -1,0 +1,58 @@
+"""Rendering: one JSON object on stdout with --json, readable text otherwise.
+Errors are one line on stderr (`Error: …`), plus an error object on stdout with --json."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_INTERNAL = 70
+
+
+def emit_json(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def say(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def progress(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def error(message: str, exit_code: int, *, as_json: bool) -> None:
+    line = " ".join(str(message).split())
+    sys.stderr.write(f"Error: {line}\n")
+    if as_json:
+        emit_json({"status": "error", "error": line, "exit_code": exit_code})
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain aligned text table."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line.rstrip(), "  ".join("-" * w for w in widths)]
+    out += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:+.2f}%"

@@ -1,0 +1,196 @@
+"""The events: small, frozen, past tense. Every fact the ledger knows is one of these.
+
+Each class names its `event_type` and `schema_version`; `EVENT_TYPES` is the registry used
+to read stored payloads back. Reading an unknown type fails loudly. `docs/events.md`
+documents every field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ledger.hashing import canonical
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_type: ClassVar[str]
+    schema_version: ClassVar[int] = 1
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=False)
+
+    def canonical_payload(self) -> bytes:
+        return canonical(self.payload())
+
+
+class FileRef(BaseModel):
+    """A file the ledger was given: where it was, and what it held."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    sha256: str
+    size: int
+
+
+class CaseWeight(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    weight: float
+
+
+class ObjectiveFields(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    target_relative_improvement: float
+    min_relative_improvement: float
+    noise_floor: float
+    max_case_regression: float
+
+
+class LimitFields(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    max_rounds: int
+    max_consecutive_failures: int
+
+
+class Measurement(BaseModel):
+    """One case's timing as recorded. `samples_us` are kept whole when given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    case_id: str
+    median_us: float
+    repeats: int
+    samples_us: list[float] | None = None
+    source: FileRef | None = None
+    extra: dict[str, Any] = {}
+
+
+class RunPlanned(Event):
+    """A run was validated and locked: its kernel, cases, objective and limits."""
+
+    event_type: ClassVar[str] = "RunPlanned"
+    run_id: str
+    parent_run_id: str | None
+    op_name: str
+    target: dict[str, Any]
+    kernel: FileRef
+    cases: list[CaseWeight]
+    objective: ObjectiveFields
+    limits: LimitFields
+    statistics: dict[str, Any] | None = None
+    measurement_policy: dict[str, Any] | None = None
+    config: FileRef
+    config_document: dict[str, Any]
+
+
+class ValidationLinked(Event):
+    """A correctness manifest (and its case matrix) vouched for a kernel."""
+
+    event_type: ClassVar[str] = "ValidationLinked"
+    round: int
+    kernel_sha256: str
+    manifest: FileRef
+    manifest_run_id: str
+    manifest_parent_run_id: str | None
+    status: str
+    case_matrix: FileRef | None
+    case_ids: list[str]
+
+
+class MeasurementsRecorded(Event):
+    """Timings of one kernel on every planned case (round 0 is the baseline)."""
+
+    event_type: ClassVar[str] = "MeasurementsRecorded"
+    round: int
+    role: Literal["baseline", "candidate"]
+    kernel_sha256: str
+    measurements: list[Measurement]
+
+
+class RoundSubmitted(Event):
+    """A round's hypothesis, change and candidate kernel, as the round result stated them."""
+
+    event_type: ClassVar[str] = "RoundSubmitted"
+    round: int
+    parent_kernel_sha256: str
+    candidate: FileRef
+    hypothesis: str
+    change: str
+    mechanism: str | None = None
+    profiler_signals: dict[str, float] | None = None
+    result: FileRef
+    result_document: dict[str, Any]
+
+
+class BestKernel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    sha256: str
+    path: str
+    round: int
+    medians_us: list[float]
+
+
+class RoundDecided(Event):
+    """The controller's decision, with every input needed to re-derive it."""
+
+    event_type: ClassVar[str] = "RoundDecided"
+    round: int
+    decision: Literal["KEEP", "DISCARD", "NOISE", "FAIL"]
+    evidence: Literal["medians", "samples", "validation"]
+    case_ids: list[str]
+    weights: list[float]
+    objective: ObjectiveFields
+    limits: LimitFields
+    best_before: BestKernel
+    candidate_sha256: str
+    candidate_medians_us: list[float] | None
+    relative_improvement: float | None
+    worst_case_regression: float | None
+    statistics: dict[str, Any] | None = None
+    best_after: BestKernel
+    consecutive_failures: int
+    cumulative_improvement: float
+    target_met: bool
+    needs_diagnosis: bool
+    remaining_rounds: int
+
+
+class RunConcluded(Event):
+    """The run ended; it accepts no more rounds."""
+
+    event_type: ClassVar[str] = "RunConcluded"
+    conclusion: Literal["passed", "failed", "inconclusive"]
+    target_met: bool
+    needs_diagnosis: bool
+    cumulative_improvement: float
+    round_count: int
+    kept_rounds: list[int]
+    best_kernel: BestKernel
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.event_type: cls
+    for cls in (
+        RunPlanned,
+        ValidationLinked,
+        MeasurementsRecorded,
+        RoundSubmitted,
+        RoundDecided,
+        RunConcluded,
+    )
+}
+
+
+class UnknownEventType(ValueError):
+    pass
+
+
+def load_event(event_type: str, schema_version: int, payload: dict[str, Any]) -> Event:
+    """Rebuild an event object from its stored type, version and payload."""
+    cls = EVENT_TYPES.get(event_type)
+    if cls is None or cls.schema_version != schema_version:
+        raise UnknownEventType(f"unknown event type {event_type!r} version {schema_version}")
+    return cls.model_validate(payload)

@@ -1,0 +1,160 @@
+"""Strict reading of the JSON files users hand to the ledger.
+
+Every rejection is an `InputError` with one line that names the file; nothing here writes.
+Rules: UTF-8 (a BOM is tolerated), one JSON value, no NaN or Infinity, no duplicate keys,
+integers within RFC 8785's safe range, finite floats, bounded size and nesting depth.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import InputError
+from ledger.hashing import MAX_SAFE_INTEGER, sha256_hex
+
+DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 64
+
+
+def max_input_bytes() -> int:
+    """The size limit for any input file; `KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it."""
+    raw = os.environ.get("KERNEL_LEDGER_MAX_INPUT_BYTES")
+    if raw is None:
+        return DEFAULT_MAX_INPUT_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError("KERNEL_LEDGER_MAX_INPUT_BYTES must be a whole number of bytes") from None
+    if value < 1:
+        raise InputError("KERNEL_LEDGER_MAX_INPUT_BYTES must be at least 1")
+    return value
+
+
+def display(path: Path | str) -> str:
+    """A path as shown in messages: one line, whatever the name holds."""
+    text = str(path)
+    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+
+
+def read_bytes(path: Path, what: str) -> bytes:
+    """The bytes of a regular file, with one-line errors for every way that can fail."""
+    shown = display(path)
+    try:
+        if not path.exists():
+            raise InputError(f"{what} {shown} does not exist")
+        if path.is_dir():
+            raise InputError(f"{what} {shown} is a directory, not a file")
+        if not path.is_file():
+            raise InputError(f"{what} {shown} is not a regular file")
+        size = path.stat().st_size
+        limit = max_input_bytes()
+        if size > limit:
+            raise InputError(f"{what} {shown} is {size} bytes, over the {limit}-byte limit")
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{what} {shown} cannot be read: {exc.strerror or exc}") from None
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def check_json_value(value: Any, where: str = "") -> None:
+    """Reject values RFC 8785 cannot represent exactly, and nesting beyond MAX_DEPTH."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nesting deeper than {MAX_DEPTH} levels")
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        if isinstance(item, int):
+            if abs(item) > MAX_SAFE_INTEGER:
+                raise ValueError(f"{path or 'value'}: integer {item} is beyond ±(2^53-1)")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError(f"{path or 'value'}: number is not finite")
+        elif isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item))
+
+
+def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {shown} is not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise InputError(f"{what} {shown} is empty")
+    # The depth scan before parsing keeps the stdlib parser away from its recursion limit.
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InputError(f"{what} {shown} is nested deeper than {MAX_DEPTH} levels")
+        elif ch in "]}":
+            depth -= 1
+    try:
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{what} {shown} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{what} {shown} is not valid JSON: {exc}") from None
+    try:
+        check_json_value(value)
+    except ValueError as exc:
+        raise InputError(f"{what} {shown} cannot be accepted: {exc}") from None
+    return value
+
+
+class JsonFile:
+    """A parsed JSON input file together with the evidence about it."""
+
+    __slots__ = ("data", "path", "sha256", "size", "value")
+
+    def __init__(self, path: Path, data: bytes, value: Any) -> None:
+        self.path = path
+        self.data = data
+        self.value = value
+        self.sha256 = sha256_hex(data)
+        self.size = len(data)
+
+
+def read_json(path: Path, what: str, *, object_root: bool = True) -> JsonFile:
+    """Read and strictly parse a JSON file; `what` names it in messages ("config file")."""
+    path = Path(path)
+    data = read_bytes(path, what)
+    value = parse_json_bytes(data, what, display(path))
+    if object_root and not isinstance(value, dict):
+        kind = type(value).__name__.replace("dict", "object").replace("list", "array")
+        raise InputError(f"{what} {display(path)} must hold a JSON object, not a {kind}")
+    return JsonFile(path, data, value)

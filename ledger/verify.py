@@ -1,0 +1,284 @@
+"""The replay verifier: re-hash, re-chain, re-fold and re-decide every event.
+
+Checks, in the order each event meets them:
+  seq         positions are gapless from 1 (whole-ledger runs only)
+  hash        event_hash equals SHA-256 of the event's canonical envelope
+  chain       stream versions are contiguous and parent_hash links to the previous event
+  canonical   stored payload bytes are exactly RFC 8785 of their own parse
+  payload     the payload is a known event type that validates
+  replay      the fold accepts the event, and every RoundDecided / RunConcluded equals what
+              the pure decision functions derive from the events before it
+  projection  stored projection rows equal a rebuild from the events alone
+  blobs       every stored kernel source hashes to its key; every kernel an event names is
+              stored
+The verifier stops at the first failure and names its seq.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import rfc8785
+
+from ledger import projections
+from ledger.events import (
+    Event,
+    MeasurementsRecorded,
+    RoundDecided,
+    RoundSubmitted,
+    RunConcluded,
+    RunPlanned,
+    ValidationLinked,
+    load_event,
+)
+from ledger.hashing import ZERO_HASH, sha256_hex
+from ledger.projections import RunView
+from ledger.service import conclusion_event, decide_round
+from ledger.store.eventstore import Store, StoredEvent
+
+CHECKS = ("seq", "hash", "chain", "canonical", "payload", "replay", "projection", "blobs")
+
+
+@dataclass(frozen=True)
+class Failure:
+    seq: int | None
+    stream_id: str | None
+    stream_version: int | None
+    check: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "stream_id": self.stream_id,
+            "stream_version": self.stream_version,
+            "check": self.check,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Report:
+    events_checked: int = 0
+    runs_checked: int = 0
+    checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
+    first_failure: Failure | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.first_failure is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.ok else "failed",
+            "events_checked": self.events_checked,
+            "runs_checked": self.runs_checked,
+            "checks": self.checks,
+            "first_failure": self.first_failure.as_dict() if self.first_failure else None,
+        }
+
+
+class _Stop(Exception):
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+
+
+@dataclass
+class _Stream:
+    version: int = 0
+    last_hash: str = ZERO_HASH
+    view: RunView | None = None
+    submitted: RoundSubmitted | None = None
+    validation: ValidationLinked | None = None
+    measured: MeasurementsRecorded | None = None
+    kernels: set[str] = field(default_factory=set)
+
+
+def _fail(e: StoredEvent | None, check: str, reason: str) -> _Stop:
+    if e is None:
+        return _Stop(Failure(None, None, None, check, reason))
+    return _Stop(Failure(e.seq, e.stream_id, e.stream_version, check, reason))
+
+
+def _check_record(e: StoredEvent, state: _Stream, expected_seq: int | None) -> Event:
+    if expected_seq is not None and e.seq != expected_seq:
+        raise _fail(e, "seq", f"expected seq {expected_seq}, found {e.seq}: the log has a gap")
+    if e.computed_hash() != e.event_hash:
+        raise _fail(e, "hash", "event_hash does not match the event's content")
+    if e.stream_version != state.version + 1:
+        raise _fail(
+            e, "chain", f"stream version {e.stream_version} follows {state.version}: not contiguous"
+        )
+    if e.parent_hash != state.last_hash:
+        raise _fail(e, "chain", "parent_hash does not link to the previous event of the run")
+    try:
+        value = json.loads(e.payload)
+    except (ValueError, UnicodeDecodeError):
+        raise _fail(e, "canonical", "payload is not JSON") from None
+    try:
+        canonical_bytes = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        raise _fail(e, "canonical", f"payload cannot be canonical: {exc}") from None
+    if canonical_bytes != e.payload:
+        raise _fail(e, "canonical", "payload bytes are not RFC 8785 canonical")
+    try:
+        return load_event(e.event_type, e.schema_version, value)
+    except ValueError as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise _fail(e, "payload", f"{e.event_type} payload is invalid: {reason}") from None
+
+
+def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
+    view = state.view
+    if isinstance(event, RunPlanned):
+        if event.run_id != e.stream_id:
+            raise _fail(e, "replay", f"RunPlanned names run {event.run_id!r}, not its stream")
+        state.kernels.add(event.kernel.sha256)
+    elif isinstance(event, RoundSubmitted):
+        if view is not None:
+            if view.concluded:
+                raise _fail(e, "replay", "a round was submitted after the run concluded")
+            if event.round != view.run.rounds_recorded + 1:
+                raise _fail(e, "replay", f"round {event.round} is out of sequence")
+            if event.round > view.run.max_rounds:
+                raise _fail(e, "replay", f"round {event.round} exceeds max_rounds")
+            if event.parent_kernel_sha256 != view.run.best_kernel_sha256:
+                raise _fail(e, "replay", "the round's parent was not the best kernel of its time")
+        state.submitted, state.validation, state.measured = event, None, None
+        state.kernels.add(event.candidate.sha256)
+    elif isinstance(event, ValidationLinked):
+        state.validation = event
+    elif isinstance(event, MeasurementsRecorded) and event.role == "candidate":
+        if state.validation is None or state.validation.status != "passed":
+            raise _fail(e, "replay", "a candidate was measured without a passed validation")
+        state.measured = event
+    elif isinstance(event, RoundDecided):
+        _replay_decision(e, state, event)
+    elif isinstance(event, RunConcluded) and view is not None:
+        full = RunView(run=view.run, cases=view.cases, rounds=view.rounds)
+        if conclusion_event(full) != event:
+            raise _fail(e, "replay", "the conclusion does not follow from the rounds")
+    try:
+        state.view = projections.apply(view, e.stream_version, e.recorded_at, event)
+    except projections.ProjectionError as exc:
+        raise _fail(e, "replay", str(exc)) from None
+
+
+def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> None:
+    view, submitted = state.view, state.submitted
+    if view is None or submitted is None or submitted.round != event.round:
+        raise _fail(e, "replay", f"RoundDecided for round {event.round} without its submission")
+    passed = state.validation is not None and state.validation.status == "passed"
+    if passed and state.measured is None:
+        raise _fail(e, "replay", "a validated candidate was decided without measurements")
+    medians = [m.median_us for m in state.measured.measurements] if state.measured else None
+    expected = decide_round(
+        view=view,
+        round_no=event.round,
+        candidate_sha256=submitted.candidate.sha256,
+        candidate_path=submitted.candidate.path,
+        candidate_medians=medians if passed else None,
+    )
+    if expected != event:
+        differing = [
+            name
+            for name in RoundDecided.model_fields
+            if getattr(expected, name) != getattr(event, name)
+        ]
+        what = ", ".join(differing) or "content"
+        raise _fail(
+            e, "replay", f"round {event.round}: recorded {what} differ from a re-derivation"
+        )
+
+
+def verify_ledger(
+    store: Store,
+    run_id: str | None = None,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    report = Report()
+    streams: dict[str, _Stream] = {}
+    with store.transaction() as conn:
+        total = store.event_count(conn)
+        try:
+            expected_seq = 1 if run_id is None else None
+            for e in store.iter_events(conn, stream_id=run_id):
+                state = streams.setdefault(e.stream_id, _Stream())
+                event = _check_record(e, state, expected_seq)
+                _replay(e, state, event)
+                state.version, state.last_hash = e.stream_version, e.event_hash
+                report.events_checked += 1
+                if expected_seq is not None:
+                    expected_seq += 1
+                if on_progress and report.events_checked % 5000 == 0:
+                    on_progress(report.events_checked, total)
+            if run_id is not None and not streams:
+                raise _fail(None, "replay", f"run {run_id!r} has no events in the ledger")
+            _check_projections(store, conn, streams, run_id)
+            _check_blobs(store, conn, streams)
+        except _Stop as stop:
+            report.first_failure = stop.failure
+            report.checks[stop.failure.check] = "failed"
+            started = CHECKS.index(stop.failure.check)
+            for name in CHECKS[started + 1 :]:
+                report.checks[name] = "not run"
+    report.runs_checked = len(streams)
+    if on_progress:
+        on_progress(report.events_checked, report.events_checked)
+    return report
+
+
+def _check_projections(store: Store, conn, streams: dict[str, _Stream], run_id: str | None) -> None:
+    stored_ids = set(store.all_run_ids(conn)) if run_id is None else {run_id}
+    for stream_id in sorted(stored_ids | set(streams)):
+        state = streams.get(stream_id)
+        stored = store.stored_projection(conn, stream_id)
+        if state is None or state.view is None:
+            raise _fail(None, "projection", f"run {stream_id!r} has projection rows but no events")
+        if stored is None:
+            raise _fail(None, "projection", f"run {stream_id!r} has events but no projection rows")
+        rebuilt = state.view
+        for name, mine, theirs in (
+            ("runs", (rebuilt.run,), (stored.run,)),
+            ("run_cases", rebuilt.cases, stored.cases),
+            ("rounds", rebuilt.rounds, stored.rounds),
+        ):
+            if mine != theirs:
+                raise _fail(
+                    None,
+                    "projection",
+                    f"run {stream_id!r}: table {name} differs from a rebuild from events",
+                )
+
+
+def _check_blobs(store: Store, conn, streams: dict[str, _Stream]) -> None:
+    stored: set[str] = set()
+    for digest, content in store.iter_blobs(conn):
+        if sha256_hex(content) != digest:
+            raise _fail(None, "blobs", f"stored kernel source {digest} does not hash to its key")
+        stored.add(digest)
+    for stream_id, state in sorted(streams.items()):
+        missing = sorted(state.kernels - stored)
+        if missing:
+            raise _fail(
+                None, "blobs", f"run {stream_id!r}: kernel source {missing[0]} is not stored"
+            )
+
+
+def rebuild_projections(store: Store) -> int:
+    """Drop the projection rows and fold them again from the events alone."""
+    with store.transaction(write=True) as conn:
+        views: dict[str, RunView | None] = {}
+        for e in store.iter_events(conn):
+            views[e.stream_id] = projections.apply(
+                views.get(e.stream_id), e.stream_version, e.recorded_at, e.event()
+            )
+        store.clear_projections(conn)
+        for view in views.values():
+            assert view is not None
+            store.save_view(conn, None, view)
+    return len(views)
