@@ -204,12 +204,17 @@ def _world_traversable(path: Path) -> bool:
 
 
 def _pid_alive(pid: int) -> bool:
+    """True while the process runs; a zombie (exited, not yet reaped) counts as gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
     return True
 
 
@@ -470,12 +475,17 @@ class PgCluster:
         atexit.unregister(self.stop)
         try:
             if self.bindir is not None and (self.data_dir / "postmaster.pid").exists():
+                pid = _read_postmaster_pid(self.data_dir)
+                # -W: pg_ctl's own wait mistakes an unreaped (zombie) postmaster for a live one
                 proc = self._run(
                     [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data_dir),
-                     "-m", "immediate", "-w", "-t", "15"],
+                     "-m", "immediate", "-W"],
                     timeout=30,
                 )
-                if proc.returncode != 0:
+                deadline = time.monotonic() + 15
+                while pid is not None and _pid_alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if proc.returncode != 0 or (pid is not None and _pid_alive(pid)):
                     self._kill_postmaster()
         except PgClusterError:
             self._kill_postmaster()
