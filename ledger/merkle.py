@@ -1,0 +1,272 @@
+"""RFC 6962 Merkle tree over the event hashes, in `seq` order.
+
+Leaves are hashed as SHA-256(0x00 || data) and interior nodes as SHA-256(0x01 || left ||
+right), so a leaf can never be passed off as a node. For the ledger the leaf data is the raw
+32 bytes of an event hash, but any bytes work (the public test vectors use short strings).
+
+The tree head is computed streaming (`TreeBuilder`, `root`) in O(log n) memory; proofs
+(`inclusion_proof`, `consistency_proof`) need the leaves in memory. The verifiers follow
+RFC 9162 sections 2.1.3.2 and 2.1.4.2 and never need the leaves at all.
+
+>>> root([]).hex()[:16]
+'e3b0c44298fc1c14'
+>>> leaves = [bytes([i]) * 32 for i in range(5)]
+>>> verify_inclusion(leaves[3], 3, 5, inclusion_proof(leaves, 3), root(leaves))
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+
+from ledger.errors import InputError
+
+HASH_SIZE = 32
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+
+def leaf_hash(data: bytes) -> bytes:
+    """SHA-256(0x00 || data).
+
+    >>> leaf_hash(b"").hex()[:16]
+    '6e340b9cffb37a98'
+    """
+    return hashlib.sha256(b"\x00" + bytes(data)).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """SHA-256(0x01 || left || right).
+
+    >>> node_hash(leaf_hash(b""), leaf_hash(b"\\x00")).hex()[:16]
+    'fac54203e7cc696c'
+    """
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+class TreeBuilder:
+    """Streaming tree head: append leaves one by one, read the root at any size.
+
+    Keeps one hash per set bit of the size (the roots of the perfect subtrees the leaves
+    so far split into, largest first), so memory stays O(log n) for any number of leaves.
+
+    >>> builder = TreeBuilder()
+    >>> for data in (b"", b"\\x00", b"\\x10"):
+    ...     builder.append(data)
+    >>> builder.size, builder.root().hex()[:16]
+    (3, 'aeb6bcfe274b70a1')
+    """
+
+    __slots__ = ("_size", "_stack")
+
+    def __init__(self) -> None:
+        self._size = 0
+        self._stack: list[bytes] = []
+
+    @property
+    def size(self) -> int:
+        """Number of leaves appended so far."""
+        return self._size
+
+    def append(self, leaf_data: bytes) -> None:
+        """Add one leaf (its data, not its hash)."""
+        self._push(leaf_hash(leaf_data))
+
+    def extend(self, leaves: Iterable[bytes]) -> None:
+        """Add many leaves, in order."""
+        for data in leaves:
+            self._push(leaf_hash(data))
+
+    def root(self) -> bytes:
+        """Root of the tree of all leaves so far (SHA-256 of nothing when empty).
+
+        Folding the perfect subtrees right to left is exactly RFC 6962's MTH: the left
+        child of every node is the largest perfect subtree that fits.
+        """
+        if not self._stack:
+            return EMPTY_ROOT
+        acc = self._stack[-1]
+        for left in reversed(self._stack[:-1]):
+            acc = node_hash(left, acc)
+        return acc
+
+    def _push(self, digest: bytes) -> None:
+        # Like incrementing a binary counter: every trailing 1 bit of the old size is a
+        # perfect subtree of the same height as the carry, so they merge.
+        size = self._size
+        while size & 1:
+            digest = node_hash(self._stack.pop(), digest)
+            size >>= 1
+        self._stack.append(digest)
+        self._size += 1
+
+
+def root(leaves: Iterable[bytes]) -> bytes:
+    """Merkle tree head of the leaves (any iterable, consumed once, O(log n) memory).
+
+    >>> root([b""]) == leaf_hash(b"")
+    True
+    """
+    builder = TreeBuilder()
+    builder.extend(leaves)
+    return builder.root()
+
+
+def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
+    """Audit path for leaf `index` in the tree of all `leaves` (RFC 6962 PATH), leaf first.
+
+    >>> len(inclusion_proof([b"a", b"b", b"c", b"d", b"e"], 0))
+    3
+    """
+    size = len(leaves)
+    if not 0 <= index < size:
+        raise ValueError(f"leaf index {index} is outside a tree of size {size}")
+    hashes = [leaf_hash(data) for data in leaves]
+    path: list[bytes] = []
+    lo, hi = 0, size
+    while hi - lo > 1:
+        mid = lo + _split(hi - lo)
+        if index < mid:
+            path.append(_subtree_root(hashes, mid, hi))
+            hi = mid
+        else:
+            path.append(_subtree_root(hashes, lo, mid))
+            lo = mid
+    path.reverse()
+    return path
+
+
+def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
+    """Proof that the first `old_size` leaves are a prefix of `leaves` (RFC 6962 PROOF).
+
+    Empty when `old_size` is 0 or the full size: nothing needs proving then.
+
+    >>> len(consistency_proof([b"a", b"b", b"c", b"d", b"e"], 2))
+    2
+    """
+    size = len(leaves)
+    if not 0 <= old_size <= size:
+        raise ValueError(f"old size {old_size} is outside 0..{size}")
+    if old_size in (0, size):
+        return []
+    hashes = [leaf_hash(data) for data in leaves]
+    proof: list[bytes] = []
+    lo, hi, m, whole = 0, size, old_size, True
+    # SUBPROOF(m, D[lo:hi], whole), unrolled: each step records one sibling subtree.
+    while m != hi - lo:
+        k = _split(hi - lo)
+        if m <= k:
+            proof.append(_subtree_root(hashes, lo + k, hi))
+            hi = lo + k
+        else:
+            proof.append(_subtree_root(hashes, lo, lo + k))
+            lo, m, whole = lo + k, m - k, False
+    if not whole:
+        proof.append(_subtree_root(hashes, lo, hi))
+    proof.reverse()
+    return proof
+
+
+def verify_inclusion(
+    leaf_data: bytes, index: int, size: int, proof: Sequence[bytes], root_hash: bytes
+) -> bool:
+    """True if `proof` shows `leaf_data` is leaf `index` of the tree of `size` with `root_hash`.
+
+    Raises InputError when the arguments cannot describe any proof (an index outside the
+    tree, a hash that is not 32 bytes); a well-formed proof that does not check out is False.
+
+    >>> leaves = [b"a", b"b", b"c"]
+    >>> verify_inclusion(b"c", 2, 3, inclusion_proof(leaves, 2), root(leaves))
+    True
+    >>> verify_inclusion(b"x", 2, 3, inclusion_proof(leaves, 2), root(leaves))
+    False
+    """
+    if not 0 <= index < size:
+        raise InputError(f"leaf index {index} is outside a tree of size {size}")
+    _check_hashes(proof, root_hash)
+    fn, sn = index, size - 1
+    acc = leaf_hash(leaf_data)
+    for sibling in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            acc = node_hash(sibling, acc)
+            while not fn & 1 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            acc = node_hash(acc, sibling)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and acc == root_hash
+
+
+def verify_consistency(
+    old_size: int, new_size: int, proof: Sequence[bytes], old_root: bytes, new_root: bytes
+) -> bool:
+    """True if `proof` shows tree (`old_size`, `old_root`) is a prefix of (`new_size`, `new_root`).
+
+    For `old_size` 0 the proof must be empty and `old_root` the empty-tree root; for equal
+    sizes the proof must be empty and the roots equal. Raises InputError when the arguments
+    cannot describe any proof (sizes out of order, a hash that is not 32 bytes).
+
+    >>> leaves = [b"a", b"b", b"c", b"d", b"e"]
+    >>> proof = consistency_proof(leaves, 3)
+    >>> verify_consistency(3, 5, proof, root(leaves[:3]), root(leaves))
+    True
+    """
+    if not 0 <= old_size <= new_size:
+        raise InputError(f"old tree size {old_size} is not within 0..{new_size}")
+    _check_hashes(proof, old_root, new_root)
+    if old_size == 0:
+        empty_ok = new_size > 0 or new_root == EMPTY_ROOT
+        return not proof and old_root == EMPTY_ROOT and empty_ok
+    if old_size == new_size:
+        return not proof and old_root == new_root
+    if not proof:
+        return False
+    path = list(proof)
+    if old_size & (old_size - 1) == 0:  # a perfect tree: the old root is itself a node
+        path.insert(0, old_root)
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    old_acc = new_acc = path[0]
+    for sibling in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            old_acc = node_hash(sibling, old_acc)
+            new_acc = node_hash(sibling, new_acc)
+            while not fn & 1 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            new_acc = node_hash(new_acc, sibling)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and old_acc == old_root and new_acc == new_root
+
+
+def _split(n: int) -> int:
+    """Largest power of two strictly below n (n >= 2)."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def _subtree_root(hashes: Sequence[bytes], lo: int, hi: int) -> bytes:
+    """MTH of the leaf hashes[lo:hi] (non-empty), iteratively as in TreeBuilder."""
+    stack: list[bytes] = []
+    for count, digest in enumerate(hashes[lo:hi]):
+        while count & 1:
+            digest = node_hash(stack.pop(), digest)
+            count >>= 1
+        stack.append(digest)
+    acc = stack.pop()
+    while stack:
+        acc = node_hash(stack.pop(), acc)
+    return acc
+
+
+def _check_hashes(proof: Sequence[bytes], *roots: bytes) -> None:
+    for digest in roots:
+        if len(digest) != HASH_SIZE:
+            raise InputError(f"a root hash must be {HASH_SIZE} bytes, not {len(digest)}")
+    for position, digest in enumerate(proof):
+        if len(digest) != HASH_SIZE:
+            raise InputError(f"proof hash {position} must be {HASH_SIZE} bytes, not {len(digest)}")
