@@ -1,0 +1,425 @@
+"""Bottleneck attribution: one row per rule, overrides, headroom and its flag."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.bottleneck import (
+    FIRST_EXPERIMENTS,
+    TARGET_EXCEEDS_HEADROOM,
+    Attribution,
+    Bottleneck,
+    Floors,
+    TargetCaps,
+    Thresholds,
+    classify,
+    floors_us,
+    headroom_flag,
+)
+from ledger.errors import InputError
+from ledger.profiles import load_profile
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "profiles"
+A2 = TargetCaps(vector_cores=40, cube_cores=20, ub_bytes=192 * 1024)
+H100 = TargetCaps(sm_count=132)
+
+CASES = [
+    # (id, signals, target, floors, bottleneck, evidence fragment)
+    (
+        "fixed-cost-absolute",
+        {"task_duration_us": 3.0, "aiv_vec_ratio": 0.9},
+        A2,
+        None,
+        "fixed-cost",
+        "task_duration_us 3 ≤ 5",
+    ),
+    (
+        "fixed-cost-empty-kernel",
+        {"duration_us": 3.5},
+        H100,
+        Floors(empty_kernel_us=2.0),
+        "fixed-cost",
+        "≤ 2 x empty-kernel 2 us",
+    ),
+    (
+        "launch-scheduling",
+        {"task_duration_us": 900.0, "block_dim": 4096, "aiv_vec_ratio": 0.2},
+        A2,
+        None,
+        "launch-scheduling",
+        "block_dim 4096 ≥ 4 x 40 usable vector cores",
+    ),
+    (
+        "parallelism-ascend",
+        {"task_duration_us": 80.0, "block_dim": 8, "aiv_mte2_ratio": 0.9},
+        A2,
+        None,
+        "insufficient-parallelism",
+        "block_dim 8 < 0.75 x 40 usable vector cores",
+    ),
+    (
+        "parallelism-mix-uses-cube-cores",
+        {"task_duration_us": 80.0, "block_dim": 4, "mix_block_dim": 8, "aic_cube_ratio": 0.3},
+        A2,
+        None,
+        "insufficient-parallelism",
+        "x 20 usable cube cores",
+    ),
+    (
+        "parallelism-ncu-grid",
+        {"duration_us": 50.0, "grid_size": 8, "dram_throughput": 0.1},
+        H100,
+        None,
+        "insufficient-parallelism",
+        "grid_size 8 < 0.75 x 132 SMs",
+    ),
+    (
+        "parallelism-ncu-occupancy",
+        {"duration_us": 50.0, "grid_size": 200, "achieved_occupancy": 0.1, "sm_count": 132},
+        None,
+        None,
+        "insufficient-parallelism",
+        "achieved_occupancy 0.10 < 0.25",
+    ),
+    (
+        "ub-overflow",
+        {"task_duration_us": 60.0, "block_dim": 40, "ub_overflow": 1},
+        A2,
+        None,
+        "ub-live-set",
+        "ub_overflow 1 > 0",
+    ),
+    (
+        "ub-multibuffer",
+        {"task_duration_us": 60.0, "multibuffer_disabled": 1.0},
+        None,
+        None,
+        "ub-live-set",
+        "multibuffer_disabled 1 > 0",
+    ),
+    (
+        "ub-nearly-full",
+        {"task_duration_us": 60.0, "ub_bytes_used": 190_000},
+        A2,
+        None,
+        "ub-live-set",
+        "ub_bytes_used 190000 ≥ 0.95 x 196608 UB bytes",
+    ),
+    (
+        "memory-ascend",
+        {"task_duration_us": 60.0, "block_dim": 40, "aiv_mte2_ratio": 0.72, "aiv_vec_ratio": 0.2},
+        A2,
+        None,
+        "memory-transfer",
+        "aiv_mte2_ratio 0.72",
+    ),
+    (
+        "memory-mte3",
+        {"task_duration_us": 60.0, "aiv_mte3_ratio": 0.55},
+        None,
+        None,
+        "memory-transfer",
+        "aiv_mte3_ratio 0.55 ≥ 0.50",
+    ),
+    (
+        "memory-ncu",
+        {"duration_us": 60.0, "grid_size": 1024, "dram_throughput": 0.86, "sm_throughput": 0.3},
+        H100,
+        None,
+        "memory-transfer",
+        "dram_throughput 0.86 ≥ 0.60",
+    ),
+    (
+        "scalar",
+        {"task_duration_us": 40.0, "aiv_scalar_ratio": 0.41},
+        None,
+        None,
+        "scalar-flow-control",
+        "aiv_scalar_ratio 0.41 ≥ 0.30",
+    ),
+    (
+        "vector",
+        {"task_duration_us": 40.0, "aiv_vec_ratio": 0.82},
+        None,
+        None,
+        "vector-compute",
+        "aiv_vec_ratio 0.82 ≥ 0.60",
+    ),
+    (
+        "cube",
+        {"task_duration_us": 400.0, "aic_cube_ratio": 0.85},
+        None,
+        None,
+        "vector-compute",
+        "aic_cube_ratio 0.85",
+    ),
+    (
+        "ncu-compute",
+        {"duration_us": 400.0, "sm_throughput": 0.92, "dram_throughput": 0.2},
+        None,
+        None,
+        "vector-compute",
+        "sm_throughput 0.92 ≥ 0.60",
+    ),
+    (
+        "unknown-low-ratios",
+        {
+            "task_duration_us": 40.0,
+            "aiv_vec_ratio": 0.2,
+            "aiv_scalar_ratio": 0.1,
+            "aiv_mte2_ratio": 0.2,
+        },
+        None,
+        None,
+        "unknown",
+        "aiv_vec_ratio 0.20 < 0.60",
+    ),
+    ("unknown-nothing", {}, None, None, "unknown", "no task_duration_us or duration_us"),
+]
+
+
+@pytest.mark.parametrize(
+    ("signals", "target", "floors", "expected", "fragment"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_classification_table(
+    signals: dict[str, float],
+    target: TargetCaps | None,
+    floors: Floors | None,
+    expected: str,
+    fragment: str,
+) -> None:
+    a = classify(signals, target, floors=floors)
+    assert a.bottleneck == expected
+    assert any(fragment in e for e in a.evidence), a.evidence
+    assert a.first_experiment == FIRST_EXPERIMENTS[expected]
+
+
+def test_every_class_has_a_first_experiment_from_the_table() -> None:
+    assert set(FIRST_EXPERIMENTS) == set(Bottleneck)
+    assert "grid-stride" in FIRST_EXPERIMENTS["launch-scheduling"]
+    assert "multibuffer" in FIRST_EXPERIMENTS["memory-transfer"]
+    assert "hoist invariants" in FIRST_EXPERIMENTS["scalar-flow-control"]
+
+
+def test_pipes_compete_by_distance_above_threshold() -> None:
+    # mte2 0.55 is 1.1x its threshold, scalar 0.6 is 2x its threshold
+    a = classify({"task_duration_us": 50.0, "aiv_mte2_ratio": 0.55, "aiv_scalar_ratio": 0.6})
+    assert a.bottleneck == "scalar-flow-control"
+    assert a.flags == ("also-memory-transfer",)
+    assert any(e.startswith("also memory-transfer: aiv_mte2_ratio 0.55") for e in a.evidence)
+
+
+def test_pipe_ties_follow_rule_order() -> None:
+    a = classify({"task_duration_us": 50.0, "aiv_mte2_ratio": 0.6, "aiv_scalar_ratio": 0.36})
+    assert a.bottleneck == "memory-transfer"
+    assert a.flags == ("also-scalar-flow-control",)
+
+
+def test_structural_rules_come_before_pipes() -> None:
+    signals = {"task_duration_us": 900.0, "block_dim": 4096, "aiv_mte2_ratio": 0.9}
+    a = classify(signals, A2)
+    assert a.bottleneck == "launch-scheduling"
+    assert "also-memory-transfer" in a.flags
+    # without a core count the launch rule cannot fire
+    b = classify(signals)
+    assert b.bottleneck == "memory-transfer"
+
+
+def test_fixed_cost_empty_kernel_floor_replaces_absolute_threshold() -> None:
+    signals = {"task_duration_us": 4.5}
+    assert classify(signals).bottleneck == "fixed-cost"
+    assert classify(signals, floors=Floors(empty_kernel_us=1.0)).bottleneck == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("signals", "thresholds", "expected"),
+    [
+        (
+            {"task_duration_us": 40.0, "aiv_scalar_ratio": 0.41},
+            Thresholds(scalar_ratio=0.5),
+            "unknown",
+        ),
+        (
+            {"task_duration_us": 40.0, "aiv_mte2_ratio": 0.35},
+            Thresholds(mte_ratio=0.3),
+            "memory-transfer",
+        ),
+        (
+            {"task_duration_us": 40.0, "aiv_vec_ratio": 0.5},
+            Thresholds(vec_ratio=0.45),
+            "vector-compute",
+        ),
+        ({"task_duration_us": 8.0}, Thresholds(fixed_cost_duration_us=10.0), "fixed-cost"),
+        (
+            {"task_duration_us": 80.0, "block_dim": 100},
+            Thresholds(blocks_per_core_max=2.0),
+            "launch-scheduling",
+        ),
+        (
+            {"task_duration_us": 80.0, "block_dim": 36},
+            Thresholds(min_core_fill=1.0),
+            "insufficient-parallelism",
+        ),
+        (
+            {"duration_us": 80.0, "dram_throughput": 0.5},
+            Thresholds(dram_throughput=0.4),
+            "memory-transfer",
+        ),
+    ],
+)
+def test_threshold_overrides(
+    signals: dict[str, float], thresholds: Thresholds, expected: str
+) -> None:
+    assert classify(signals, A2, thresholds).bottleneck == expected
+
+
+def test_defaults_without_override() -> None:
+    assert classify({"task_duration_us": 40.0, "aiv_mte2_ratio": 0.35}).bottleneck == "unknown"
+    assert classify({"task_duration_us": 80.0, "block_dim": 100}, A2).bottleneck == "unknown"
+
+
+# --------------------------------------------------------------------------- headroom
+
+
+def test_headroom_down_to_the_nearest_floor() -> None:
+    floors = Floors(
+        bytes_moved=8e6,  # 8 MB at 1000 GB/s = 8 us
+        effective_bandwidth_gbps=1000.0,
+        elements=1e6,  # 1e6 elements at 1e5 per us = 10 us
+        vector_throughput_elems_per_us=1e5,
+        empty_kernel_us=2.0,
+    )
+    assert floors_us({}, floors) == {"memory": 8.0, "vector": 10.0, "launch": 2.0}
+    a = classify({"task_duration_us": 20.0, "aiv_vec_ratio": 0.8}, floors=floors)
+    assert a.headroom == pytest.approx(0.5)
+    assert a.floor_us == 10.0
+    assert any("vector floor 10 us" in e for e in a.evidence)
+
+
+def test_headroom_bytes_from_signals() -> None:
+    floors = Floors(effective_bandwidth_gbps=1.024)
+    s = {"task_duration_us": 10.0, "gm_to_ub_kb": 3.0, "ub_to_gm_kb": 2.0}
+    assert floors_us(s, floors)["memory"] == pytest.approx(5.0)
+    assert classify(s, floors=floors).headroom == pytest.approx(0.5)
+    ncu = {"duration_us": 10.0, "dram_bytes": 4000.0}
+    assert floors_us(ncu, Floors(effective_bandwidth_gbps=1.0))["memory"] == pytest.approx(4.0)
+    explicit = {"task_duration_us": 10.0, "bytes_moved": 1000.0, "gm_to_ub_kb": 99.0}
+    assert floors_us(explicit, Floors(effective_bandwidth_gbps=1.0))["memory"] == 1.0
+
+
+def test_headroom_unknown_and_floor_above_measured() -> None:
+    assert classify({"task_duration_us": 10.0}).headroom is None
+    assert classify({}, floors=Floors(empty_kernel_us=1.0)).headroom is None
+    a = classify(
+        {"task_duration_us": 10.0, "aiv_mte2_ratio": 0.9},
+        floors=Floors(bytes_moved=2e4, effective_bandwidth_gbps=1.0),
+    )
+    assert a.headroom == 0.0
+    assert "floor-above-measured" in a.flags
+
+
+def test_headroom_flag() -> None:
+    a = classify(
+        {"task_duration_us": 20.0, "aiv_mte2_ratio": 0.9},
+        floors=Floors(bytes_moved=8e6, effective_bandwidth_gbps=1000.0),
+    )
+    assert a.headroom == pytest.approx(0.6)
+    assert headroom_flag(0.7, a) == TARGET_EXCEEDS_HEADROOM
+    assert headroom_flag(0.6, a) is None
+    assert headroom_flag(0.1, a) is None
+    assert headroom_flag(0.9, classify({"task_duration_us": 20.0})) is None
+    with pytest.raises(InputError):
+        headroom_flag(math.nan, a)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [{"x": math.nan}, {"x": math.inf}, {"x": True}, {"x": "0.5"}, {"x": None}],
+)
+def test_bad_signal_values(signals: dict[str, object]) -> None:
+    with pytest.raises(InputError) as exc:
+        classify(signals)  # type: ignore[arg-type]
+    assert "'x'" in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Thresholds(scalar_ratio=0.0),
+        lambda: Thresholds(mte_ratio=-1.0),
+        lambda: Thresholds(vec_ratio=math.inf),
+        lambda: TargetCaps(vector_cores=0),
+        lambda: TargetCaps(sm_count=True),
+        lambda: Floors(effective_bandwidth_gbps=0.0),
+        lambda: Floors(bytes_moved=-1.0),
+    ],
+)
+def test_bad_settings(build: object) -> None:
+    with pytest.raises(InputError):
+        build()  # type: ignore[operator]
+
+
+def test_attribution_is_frozen_and_zero_floors_allowed() -> None:
+    a = classify({"task_duration_us": 9.0}, floors=Floors(bytes_moved=0.0, elements=0.0))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.bottleneck = "x"  # type: ignore[misc]
+    assert isinstance(a, Attribution)
+
+
+# --------------------------------------------------------------------------- with profiles
+
+
+def test_classify_loaded_profiles() -> None:
+    single = load_profile(FIXTURES / "msprof-op" / "single")
+    a = classify(single.signals, A2)
+    assert a.bottleneck == "insufficient-parallelism"  # 2 blocks on 40 vector cores
+    assert "also-memory-transfer" in a.flags  # aiv_mte2_ratio 0.575
+    ncu = load_profile(FIXTURES / "ncu" / "details.csv", kernel_name="add_kernel")
+    assert classify(ncu.signals).bottleneck == "memory-transfer"
+
+
+_KEYS = [
+    "task_duration_us",
+    "duration_us",
+    "block_dim",
+    "mix_block_dim",
+    "grid_size",
+    "sm_count",
+    "achieved_occupancy",
+    "dram_throughput",
+    "sm_throughput",
+    "aiv_vec_ratio",
+    "aiv_scalar_ratio",
+    "aiv_mte2_ratio",
+    "aiv_mte3_ratio",
+    "aic_cube_ratio",
+    "ub_overflow",
+    "ub_bytes_used",
+    "gm_to_ub_kb",
+    "dram_bytes",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    signals=st.dictionaries(
+        st.sampled_from(_KEYS), st.floats(0.0, 1e7, allow_nan=False), max_size=len(_KEYS)
+    ),
+    bandwidth=st.one_of(st.none(), st.floats(0.001, 1e4)),
+)
+def test_classify_is_total(signals: dict[str, float], bandwidth: float | None) -> None:
+    a = classify(signals, A2, floors=Floors(effective_bandwidth_gbps=bandwidth))
+    assert a.bottleneck in set(Bottleneck)
+    assert a.evidence
+    assert a.headroom is None or 0.0 <= a.headroom <= 1.0
