@@ -171,6 +171,23 @@ class RunConcluded(Event):
     best_kernel: BestKernel
 
 
+class ProfileRecorded(Event):
+    """Profiler output for one kernel of the run, normalized to signals and attributed."""
+
+    event_type: ClassVar[str] = "ProfileRecorded"
+    subject: Literal["baseline", "round", "kernel"]
+    round: int | None
+    kernel_sha256: str
+    origin: Literal["file", "round-result"]
+    format: str
+    kernel_name: str | None = None
+    signals: dict[str, float]
+    attributes: dict[str, str] = {}
+    files: list[FileRef] = []
+    aggregation: str = ""
+    attribution: dict[str, Any] | None = None
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.event_type: cls
     for cls in (
@@ -180,6 +197,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RoundSubmitted,
         RoundDecided,
         RunConcluded,
+        ProfileRecorded,
     )
 }
 

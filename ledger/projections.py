@@ -15,6 +15,7 @@ from ledger.decide import Limits, Objective
 from ledger.events import (
     Event,
     MeasurementsRecorded,
+    ProfileRecorded,
     RoundDecided,
     RoundSubmitted,
     RunConcluded,
@@ -190,6 +191,8 @@ def apply(view: RunView | None, version: int, at: str, event: Event) -> RunView:
         return replace(view, run=run, pending=_Pending(submitted=event))
     if isinstance(event, RoundDecided):
         return _decided(view, run, at, event)
+    if isinstance(event, ProfileRecorded):
+        return replace(view, run=run)
     if isinstance(event, RunConcluded):
         run = replace(run, status="concluded", conclusion=event.conclusion, concluded_at=at)
         return replace(view, run=run)

@@ -278,11 +278,21 @@ class LedgerService:
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _append(
-        self, run_id: str, before: RunView | None, items: Sequence[Event], blobs: Sequence[bytes]
+    def append(
+        self,
+        run_id: str,
+        before: RunView | None,
+        items: Sequence[Event],
+        blobs: Sequence[bytes],
+        *,
+        at: str | None = None,
     ) -> tuple[RunView, list[StoredEvent]]:
-        """Append events and update the run's projection rows, in one transaction."""
-        at = self.clock()
+        """Append events and update the run's projection rows, in one transaction.
+
+        `before` is the run's view the events were decided on; its stream version is the
+        optimistic-concurrency expectation. `at` overrides the clock (imports keep the
+        original times)."""
+        at = at or self.clock()
         batch = [NewEvent(self.new_id(), item, at) for item in items]
         expected = before.run.stream_version if before else 0
         with self.store.transaction(write=True) as conn:
@@ -356,7 +366,7 @@ class LedgerService:
                 round=0, role="baseline", kernel_sha256=kernel.ref.sha256, measurements=baseline
             ),
         ]
-        self._append(config.run_id, None, items, [kernel.content])
+        self.append(config.run_id, None, items, [kernel.content])
         return PlanResult(config.run_id, kernel.ref.sha256, len(planned))
 
     # --- record --------------------------------------------------------------------------
@@ -431,7 +441,7 @@ class LedgerService:
                 )
             )
         items.append(decided)
-        after, _ = self._append(run_id, view, items, [candidate.content])
+        after, _ = self.append(run_id, view, items, [candidate.content])
         return RecordResult(
             run_id=run_id,
             round=decided.round,
@@ -452,7 +462,7 @@ class LedgerService:
         view = self.full_view(run_id)
         if view.concluded:
             return view
-        after, _ = self._append(run_id, view, [conclusion_event(view)], [])
+        after, _ = self.append(run_id, view, [conclusion_event(view)], [])
         return projections.RunView(run=after.run, cases=after.cases, rounds=view.rounds)
 
     def planned_event(self, run_id: str) -> RunPlanned:

@@ -199,7 +199,10 @@ def verify_ledger(
     run_id: str | None = None,
     *,
     on_progress: Callable[[int, int], None] | None = None,
+    observe: Callable[[StoredEvent], None] | None = None,
 ) -> Report:
+    """Run every check; `observe` sees each event that passed its per-event checks, in seq
+    order (the checkpoint verifier builds its Merkle tree from it)."""
     report = Report()
     streams: dict[str, _Stream] = {}
     with store.transaction() as conn:
@@ -211,6 +214,8 @@ def verify_ledger(
                 event = _check_record(e, state, expected_seq)
                 _replay(e, state, event)
                 state.version, state.last_hash = e.stream_version, e.event_hash
+                if observe is not None:
+                    observe(e)
                 report.events_checked += 1
                 if expected_seq is not None:
                     expected_seq += 1
