@@ -57,6 +57,10 @@ class RoundRow:
     needs_diagnosis: bool
     remaining_rounds: int
     recorded_at: str
+    bottleneck: str | None = None
+    mechanism_confirmed: bool | None = None
+    flags: str | None = None
+    start_signals: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,7 @@ class RunRow:
     planned_at: str
     updated_at: str
     concluded_at: str | None
+    bottleneck_model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

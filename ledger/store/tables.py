@@ -94,6 +94,7 @@ runs = Table(
     Column("planned_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
     Column("concluded_at", String(40)),
+    Column("bottleneck_model", String(64)),
     Index(None, "op_name"),
 )
 
@@ -132,9 +133,34 @@ rounds = Table(
     Column("needs_diagnosis", Boolean(create_constraint=False), nullable=False),
     Column("remaining_rounds", Integer, nullable=False),
     Column("recorded_at", String(40), nullable=False),
+    Column("bottleneck", String(64)),
+    Column("mechanism_confirmed", Boolean(create_constraint=False)),
+    Column("flags", Text),
+    Column("start_signals", Text),
     Index(None, "op_name", "recorded_at"),
     Index(None, "decision", "recorded_at"),
     Index(None, "recorded_at"),
+    Index(None, "bottleneck", "recorded_at"),
+    Index(None, "mechanism"),
+    Index(None, "soc"),
 )
 
-PROJECTION_TABLES = (runs, run_cases, rounds)
+profiles = Table(
+    "profiles",
+    metadata,
+    Column("run_id", String(256), primary_key=True),
+    Column("stream_version", Integer, primary_key=True),
+    Column("op_name", String(256), nullable=False),
+    Column("soc", String(256), nullable=False),
+    Column("kernel_sha256", String(64), nullable=False),
+    Column("subject", String(16), nullable=False),
+    Column("round", Integer),
+    Column("format", String(32), nullable=False),
+    Column("bottleneck", String(64)),
+    Column("signals", Text, nullable=False),
+    Column("recorded_at", String(40), nullable=False),
+    Index(None, "bottleneck"),
+    Index(None, "kernel_sha256"),
+)
+
+PROJECTION_TABLES = (runs, run_cases, rounds, profiles)

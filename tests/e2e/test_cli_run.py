@@ -6,6 +6,8 @@ import json
 
 from campaign import Campaign, sha256
 
+from ledger.store.schema import HEAD_REVISION
+
 
 def plan(cli, campaign: Campaign):
     result = cli("plan", "--config", campaign.config(), "--json")
@@ -143,7 +145,7 @@ def test_json_error_object(cli, campaign):
 def test_db_current_and_upgrade(cli):
     current = cli("db", "current", "--json")
     assert current.exit_code == 0
-    assert current.json()["revision"] in (None, "0001")
+    assert current.json()["revision"] in (None, HEAD_REVISION)
     upgraded = cli("db", "upgrade", "--json")
-    assert upgraded.exit_code == 0 and upgraded.json()["revision"] == "0001"
+    assert upgraded.exit_code == 0 and upgraded.json()["revision"] == HEAD_REVISION
     assert cli("db", "current", "--json").json()["current"] is True

@@ -31,7 +31,7 @@ def test_models_and_migrations_agree(store: Store):
 def test_new_sqlite_ledger_created_at_head_with_folders(tmp_path):
     path = tmp_path / "deep" / "er" / "ledger.sqlite3"
     store = Store(f"sqlite:///{path}")
-    assert path.exists() and store.revision() == "0001"
+    assert path.exists() and store.revision() == schema.HEAD_REVISION
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -88,5 +88,5 @@ def test_empty_postgres_database_needs_db_upgrade(pg_server):
     with pytest.raises(SchemaOutOfDate, match="has no schema yet; run: kernel-ledger --db"):
         Store(url)
     store = Store(url, check_schema=False)
-    assert store.upgrade() == (None, "0001")
+    assert store.upgrade() == (None, schema.HEAD_REVISION)
     Store(url).close()
