@@ -119,7 +119,19 @@ def history(
     decision: str = typer.Option(
         None, "--decision", metavar="D", help="KEEP, DISCARD, NOISE or FAIL."
     ),
+    bottleneck: str = typer.Option(
+        None, "--bottleneck", metavar="CLASS", help="Rounds whose starting profile had this class."
+    ),
     mechanism: str = typer.Option(None, "--mechanism", metavar="NAME", help="Only this mechanism."),
+    like_profile: str = typer.Option(
+        None,
+        "--like-profile",
+        metavar="PATH",
+        help="Past rounds whose starting profile had the same bottleneck and nearby signals.",
+    ),
+    kernel_name: str = typer.Option(
+        None, "--kernel-name", metavar="NAME", help="With --like-profile: which kernel's rows."
+    ),
     search: str = typer.Option(
         None, "--search", metavar="TEXT", help="Text in hypothesis or change."
     ),
@@ -128,7 +140,8 @@ def history(
     limit: int = typer.Option(None, "--limit", metavar="N", help="At most N rounds."),
     as_json: bool = JSON,
 ) -> None:
-    """Rounds across runs, oldest first, filtered.
+    """Rounds across runs, oldest first, filtered; or, with --like-profile, the past rounds
+    that started from a similar profile, nearest first.
 
     Example: kernel-ledger history --op softmax --decision KEEP
     """
@@ -140,8 +153,12 @@ def history(
         raise InputError(f"--decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
     if limit is not None and limit < 1:
         raise InputError("--limit must be at least 1")
+    if like_profile is not None:
+        _like_profile(ctx, like_profile, kernel_name, limit or 10, as_json)
+        return
     f = RoundFilter(
         run_id=run,
+        bottleneck=bottleneck,
         op_name=op,
         soc=soc,
         decision=decision.upper() if decision else None,
@@ -177,6 +194,59 @@ def history(
                     r.recorded_at[:19] + "Z",
                 )
                 for r in rows
+            ],
+        )
+    )
+
+
+def _like_profile(ctx, path: str, kernel_name: str | None, limit: int, as_json: bool) -> None:
+    from pathlib import Path
+
+    from ledger.bottleneck import classify
+    from ledger.profiles import load_profile
+    from ledger.projections import as_dict
+    from ledger.similar import rank
+    from ledger.store.eventstore import rounds_with_bottleneck
+
+    parsed = load_profile(Path(path), kernel_name=kernel_name)
+    attribution = classify(parsed.signals)
+    service = open_service(ctx)
+    with service.store.transaction() as conn:
+        candidates = rounds_with_bottleneck(conn, str(attribution.bottleneck), 500)
+    similar = rank(parsed.signals, candidates, limit)
+    if as_json:
+        emit_json(
+            {
+                "status": "ok",
+                "bottleneck": str(attribution.bottleneck),
+                "first_experiment": attribution.first_experiment,
+                "count": len(similar),
+                "rounds": [
+                    {**as_dict(s.row), "distance": s.distance, "shared_signals": s.shared_signals}
+                    for s in similar
+                ],
+            }
+        )
+        return
+    say(f"profile bottleneck: {attribution.bottleneck}")
+    say(f"first experiment: {attribution.first_experiment}")
+    if not similar:
+        say("no past round started from a profile with this bottleneck")
+        return
+    say(
+        table(
+            ["run", "round", "distance", "decision", "I", "mechanism", "change"],
+            [
+                (
+                    s.row.run_id,
+                    s.row.round,
+                    s.distance,
+                    s.row.decision,
+                    pct(s.row.relative_improvement),
+                    s.row.mechanism,
+                    s.row.change,
+                )
+                for s in similar
             ],
         )
     )

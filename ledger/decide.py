@@ -13,7 +13,8 @@ Given only medians these functions reproduce the existing controller bit for bit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -133,3 +134,55 @@ def conclude(p: Progress) -> Conclusion:
     if p.remaining_rounds <= 0 or p.needs_diagnosis:
         return Conclusion.FAILED
     return Conclusion.INCONCLUSIVE
+
+
+# --- mechanisms, profiles and diagnosis ---------------------------------------------------
+
+_PARAMETER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:=|:|->)")
+
+
+def mechanism_of(mechanism: str | None, change: str) -> str | None:
+    """The mechanism a round changes: its `mechanism` field, else the parameter named on the
+    left of `change` ("ROWS_PER_ITER=1 -> 4" -> "ROWS_PER_ITER").
+
+    >>> mechanism_of(None, "ROWS_PER_ITER=1 -> 4")
+    'ROWS_PER_ITER'
+    """
+    if mechanism is not None and mechanism.strip():
+        return mechanism.strip()
+    match = _PARAMETER.match(change)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismVerdict:
+    best_value: float | None
+    candidate_value: float | None
+    confirmed: bool | None
+
+
+def check_mechanism(
+    metric: str,
+    direction: str,
+    min_change: float,
+    best_signals: Mapping[str, float] | None,
+    candidate_signals: Mapping[str, float] | None,
+) -> MechanismVerdict:
+    """Confirmed when the candidate's signal moved in `direction` by at least `min_change`
+    (absolute, in the signal's own unit) from the best kernel's; refuted when it did not;
+    unknown (None) without both profiles."""
+    best = best_signals.get(metric) if best_signals else None
+    cand = candidate_signals.get(metric) if candidate_signals else None
+    if best is None or cand is None:
+        return MechanismVerdict(best, cand, None)
+    moved = (best - cand) if direction == "decrease" else (cand - best)
+    return MechanismVerdict(best, cand, moved >= min_change and moved > 0)
+
+
+def retried_rounds(
+    mechanism: str | None, needs_diagnosis: bool, failed: Mapping[str, Sequence[int]]
+) -> list[int]:
+    """While the run needs diagnosis, the earlier failed rounds that changed this mechanism."""
+    if not needs_diagnosis or mechanism is None:
+        return []
+    return list(failed.get(mechanism, ()))

@@ -121,6 +121,7 @@ class RoundSubmitted(Event):
     change: str
     mechanism: str | None = None
     profiler_signals: dict[str, float] | None = None
+    expected_signal: dict[str, Any] | None = None
     result: FileRef
     result_document: dict[str, Any]
 
@@ -131,6 +132,27 @@ class BestKernel(BaseModel):
     path: str
     round: int
     medians_us: list[float]
+
+
+class MechanismCheck(BaseModel):
+    """Did the profiler signal the round named move the way it said, by enough?"""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    metric: str
+    direction: Literal["increase", "decrease"]
+    min_change: float
+    best_value: float | None
+    candidate_value: float | None
+    confirmed: bool | None
+
+
+class StartProfile(BaseModel):
+    """The best kernel's latest profile when the round was decided."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kernel_sha256: str
+    bottleneck: str | None
+    signals: dict[str, float]
 
 
 class RoundDecided(Event):
@@ -156,6 +178,21 @@ class RoundDecided(Event):
     target_met: bool
     needs_diagnosis: bool
     remaining_rounds: int
+    mechanism: str | None = None
+    mechanism_check: MechanismCheck | None = None
+    start_profile: StartProfile | None = None
+    retried_rounds: list[int] = []
+    flags: list[str] = []
+
+
+class DiagnosisRecorded(Event):
+    """A new bottleneck model after repeated failures; the failure count restarts."""
+
+    event_type: ClassVar[str] = "DiagnosisRecorded"
+    bottleneck: str
+    evidence: str
+    after_round: int
+    consecutive_failures_before: int
 
 
 class RunConcluded(Event):
@@ -198,6 +235,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RoundDecided,
         RunConcluded,
         ProfileRecorded,
+        DiagnosisRecorded,
     )
 }
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ledger.decide import Limits, Objective
 from ledger.events import (
+    DiagnosisRecorded,
     Event,
     MeasurementsRecorded,
     ProfileRecorded,
@@ -22,6 +23,7 @@ from ledger.events import (
     RunPlanned,
     ValidationLinked,
 )
+from ledger.hashing import canonical
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,26 @@ class RunRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ProfileRow:
+    run_id: str
+    stream_version: int
+    op_name: str
+    soc: str
+    kernel_sha256: str
+    subject: str
+    round: int | None
+    format: str
+    bottleneck: str | None
+    signals: str
+    recorded_at: str
+
+
+def signals_text(signals: dict[str, float]) -> str:
+    """Profile signals as stored in projection rows: canonical JSON text."""
+    return canonical(signals).decode()
+
+
+@dataclass(frozen=True, slots=True)
 class _Pending:
     """What a round has stated so far, before its decision arrives."""
 
@@ -111,6 +133,7 @@ class RunView:
     cases: tuple[CaseRow, ...]
     rounds: tuple[RoundRow, ...] = ()
     pending: _Pending = field(default_factory=_Pending)
+    profiles: tuple[ProfileRow, ...] = ()
 
     @property
     def objective(self) -> Objective:
@@ -197,6 +220,25 @@ def apply(view: RunView | None, version: int, at: str, event: Event) -> RunView:
     if isinstance(event, RoundDecided):
         return _decided(view, run, at, event)
     if isinstance(event, ProfileRecorded):
+        attribution = event.attribution or {}
+        row = ProfileRow(
+            run_id=run.run_id,
+            stream_version=version,
+            op_name=run.op_name,
+            soc=run.soc,
+            kernel_sha256=event.kernel_sha256,
+            subject=event.subject,
+            round=event.round,
+            format=event.format,
+            bottleneck=attribution.get("bottleneck"),
+            signals=signals_text(event.signals),
+            recorded_at=at,
+        )
+        return replace(view, run=run, profiles=(*view.profiles, row))
+    if isinstance(event, DiagnosisRecorded):
+        run = replace(
+            run, consecutive_failures=0, needs_diagnosis=False, bottleneck_model=event.bottleneck
+        )
         return replace(view, run=run)
     if isinstance(event, RunConcluded):
         run = replace(run, status="concluded", conclusion=event.conclusion, concluded_at=at)
@@ -233,7 +275,7 @@ def _decided(view: RunView, run: RunRow, at: str, event: RoundDecided) -> RunVie
         decision=event.decision,
         hypothesis=submitted.hypothesis,
         change=submitted.change,
-        mechanism=submitted.mechanism,
+        mechanism=event.mechanism,
         candidate_sha256=submitted.candidate.sha256,
         candidate_path=submitted.candidate.path,
         parent_kernel_sha256=submitted.parent_kernel_sha256,
@@ -247,8 +289,12 @@ def _decided(view: RunView, run: RunRow, at: str, event: RoundDecided) -> RunVie
         needs_diagnosis=event.needs_diagnosis,
         remaining_rounds=event.remaining_rounds,
         recorded_at=at,
+        bottleneck=event.start_profile.bottleneck if event.start_profile else None,
+        mechanism_confirmed=event.mechanism_check.confirmed if event.mechanism_check else None,
+        flags=",".join(event.flags) or None,
+        start_signals=signals_text(event.start_profile.signals) if event.start_profile else None,
     )
-    return RunView(run=run, cases=cases, rounds=(*view.rounds, row), pending=_Pending())
+    return replace(view, run=run, cases=cases, rounds=(*view.rounds, row), pending=_Pending())
 
 
 def fold(events: Iterable[tuple[int, str, Event]]) -> RunView:

@@ -22,18 +22,23 @@ from ledger.errors import InputError
 from ledger.events import (
     BestKernel,
     CaseWeight,
+    DiagnosisRecorded,
     Event,
     FileRef,
     LimitFields,
     Measurement,
     MeasurementsRecorded,
+    MechanismCheck,
     ObjectiveFields,
+    ProfileRecorded,
     RoundDecided,
     RoundSubmitted,
     RunConcluded,
     RunPlanned,
+    StartProfile,
     ValidationLinked,
 )
+from ledger.evidence import RunEvidence
 from ledger.hashing import sha256_hex
 from ledger.inputs import (
     MeasurementIn,
@@ -156,12 +161,12 @@ def _validation_event(
 def decide_round(
     *,
     view: RunView,
-    round_no: int,
-    candidate_sha256: str,
-    candidate_path: str,
+    submitted: RoundSubmitted,
+    evidence: RunEvidence,
     candidate_medians: list[float] | None,
 ) -> RoundDecided:
-    """The pure part of `record`: the decision event for a round, from the run's state.
+    """The pure part of `record`: the decision event for a round, from the run's state and
+    the evidence folded from its events (profiles, timings, failed mechanisms).
 
     The verifier calls this same function to re-derive every recorded decision.
     """
@@ -170,6 +175,8 @@ def decide_round(
     baseline = [float(c.baseline_median_us) for c in view.cases]  # type: ignore[arg-type]
     objective = view.objective
     run = view.run
+    round_no = submitted.round
+    candidate = submitted.candidate
     best_before = BestKernel(
         sha256=run.best_kernel_sha256,
         path=run.best_kernel_path,
@@ -179,17 +186,17 @@ def decide_round(
     if candidate_medians is None:
         decision = decide.Decision.FAIL
         improvement = regression = None
-        evidence = "validation"
+        kind = "validation"
     else:
         improvement = decide.weighted_improvement(weights, best, candidate_medians)
         regression = decide.worst_regression(best, candidate_medians)
         decision = decide.contract_decision(improvement, regression, objective)
-        evidence = "medians"
+        kind = "medians"
     if decision is decide.Decision.KEEP:
         assert candidate_medians is not None
         best_after = BestKernel(
-            sha256=candidate_sha256,
-            path=candidate_path,
+            sha256=candidate.sha256,
+            path=candidate.path,
             round=round_no,
             medians_us=candidate_medians,
         )
@@ -205,10 +212,43 @@ def decide_round(
         objective=objective,
         limits=view.limits,
     )
+    flags: list[str] = []
+    start_signals = evidence.signals(run.best_kernel_sha256)
+    start_profile = None
+    if start_signals is not None:
+        start_profile = StartProfile(
+            kernel_sha256=run.best_kernel_sha256,
+            bottleneck=evidence.bottleneck(run.best_kernel_sha256),
+            signals=start_signals,
+        )
+    check = None
+    if submitted.expected_signal is not None:
+        expected = submitted.expected_signal
+        verdict = decide.check_mechanism(
+            expected["metric"],
+            expected["direction"],
+            float(expected.get("min_change", 0.0)),
+            start_signals,
+            evidence.signals(candidate.sha256),
+        )
+        check = MechanismCheck(
+            metric=expected["metric"],
+            direction=expected["direction"],
+            min_change=float(expected.get("min_change", 0.0)),
+            best_value=verdict.best_value,
+            candidate_value=verdict.candidate_value,
+            confirmed=verdict.confirmed,
+        )
+        if verdict.confirmed is False and decision is decide.Decision.KEEP:
+            flags.append("mechanism-refuted")
+    mechanism = decide.mechanism_of(submitted.mechanism, submitted.change)
+    retried = decide.retried_rounds(mechanism, run.needs_diagnosis, evidence.failed_mechanisms)
+    if retried:
+        flags.append("retried-mechanism")
     return RoundDecided(
         round=round_no,
         decision=decision.value,
-        evidence=evidence,
+        evidence=kind,
         case_ids=[c.case_id for c in view.cases],
         weights=weights,
         objective=ObjectiveFields(
@@ -222,7 +262,7 @@ def decide_round(
             max_consecutive_failures=view.limits.max_consecutive_failures,
         ),
         best_before=best_before,
-        candidate_sha256=candidate_sha256,
+        candidate_sha256=candidate.sha256,
         candidate_medians_us=candidate_medians,
         relative_improvement=improvement,
         worst_case_regression=regression,
@@ -232,6 +272,11 @@ def decide_round(
         target_met=progress.target_met,
         needs_diagnosis=progress.needs_diagnosis,
         remaining_rounds=progress.remaining_rounds,
+        mechanism=mechanism,
+        mechanism_check=check,
+        start_profile=start_profile,
+        retried_rounds=retried,
+        flags=flags,
     )
 
 
@@ -260,6 +305,114 @@ def conclusion_event(view: RunView) -> RunConcluded:
             medians_us=[float(c.best_median_us) for c in view.cases],  # type: ignore[arg-type]
         ),
     )
+
+
+@dataclass(frozen=True)
+class AttributionSettings:
+    target: Any
+    thresholds: Any
+    floors: Any
+
+
+def attribution_settings(plan: RunPlanned) -> AttributionSettings:
+    """Target capabilities, thresholds and floors for bottleneck attribution, from the run's
+    configuration: optional `target` keys vector_cores, cube_cores, ub_bytes, sm_count, and
+    optional sections `bottleneck_thresholds` and `floors`."""
+    return settings_from(plan.target, plan.config_document)
+
+
+def settings_from(target: dict[str, Any], doc: dict[str, Any]) -> AttributionSettings:
+    from ledger.bottleneck import Floors, TargetCaps, Thresholds
+
+    keys = ("vector_cores", "cube_cores", "ub_bytes", "sm_count")
+    caps = {k: target[k] for k in keys if k in target}
+    return AttributionSettings(
+        target=_build(TargetCaps, caps, "target"),
+        thresholds=_build(
+            Thresholds, doc.get("bottleneck_thresholds") or {}, "bottleneck_thresholds"
+        ),
+        floors=_build(Floors, doc.get("floors") or {}, "floors"),
+    )
+
+
+def _build(cls: Any, values: Any, where: str) -> Any:
+    if not isinstance(values, dict):
+        raise InputError(f"{where} must be an object")
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise InputError(
+            f"{where}.{unknown[0]} is not a known setting ({', '.join(sorted(known))})"
+        )
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def profile_event(
+    settings: AttributionSettings,
+    *,
+    subject: str,
+    round_no: int | None,
+    kernel_sha256: str,
+    origin: str,
+    fmt: str,
+    signals: dict[str, float],
+    attributes: dict[str, str] | None = None,
+    files: list[FileRef] | None = None,
+    aggregation: str = "",
+    kernel_name: str | None = None,
+) -> ProfileRecorded:
+    """A profile event with its bottleneck attribution (pure)."""
+    from ledger.bottleneck import classify
+
+    attribution = classify(signals, settings.target, settings.thresholds, settings.floors)
+    return ProfileRecorded(
+        subject=subject,
+        round=round_no,
+        kernel_sha256=kernel_sha256,
+        origin=origin,
+        format=fmt,
+        kernel_name=kernel_name,
+        signals=signals,
+        attributes=attributes or {},
+        files=files or [],
+        aggregation=aggregation,
+        attribution={
+            "bottleneck": str(attribution.bottleneck),
+            "evidence": list(attribution.evidence),
+            "first_experiment": attribution.first_experiment,
+            "headroom": attribution.headroom,
+            "flags": list(attribution.flags),
+        },
+    )
+
+
+def _round_candidate(stream: Sequence[StoredEvent], round_no: int, run_id: str) -> str:
+    for record in stream:
+        if record.event_type == "RoundSubmitted":
+            event = record.event()
+            assert isinstance(event, RoundSubmitted)
+            if event.round == round_no:
+                return event.candidate.sha256
+    raise InputError(f"run {run_id!r} has no round {round_no}")
+
+
+def _run_kernels(stream: Sequence[StoredEvent]) -> set[str]:
+    kernels = set()
+    for record in stream:
+        if record.event_type in ("RunPlanned", "RoundSubmitted"):
+            event = record.event()
+            ref = event.kernel if isinstance(event, RunPlanned) else event.candidate  # type: ignore[union-attr]
+            kernels.add(ref.sha256)
+    return kernels
+
+
+def _plan_of(stream: Sequence[StoredEvent]) -> RunPlanned:
+    event = stream[0].event()
+    assert isinstance(event, RunPlanned)
+    return event
 
 
 class LedgerService:
@@ -313,6 +466,15 @@ class LedgerService:
             raise InputError(f"run {run_id!r} is not in the ledger")
         return view
 
+    def state(self, run_id: str) -> tuple[RunView, list[StoredEvent]]:
+        """The run's projection and its events, read in one transaction."""
+        with self.store.transaction() as conn:
+            view = self.store.load_view(conn, run_id)
+            stream = self.store.read_stream(conn, run_id) if view is not None else []
+        if view is None:
+            raise InputError(f"run {run_id!r} is not in the ledger")
+        return view, stream
+
     def full_view(self, run_id: str) -> RunView:
         with self.store.transaction() as conn:
             view = self.store.stored_projection(conn, run_id)
@@ -326,6 +488,7 @@ class LedgerService:
         """Validate a run configuration and lock the run."""
         config_path = Path(config_path).absolute()
         doc, config = load_config(config_path)
+        settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
         kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
         planned = config.case_ids
         baseline = _measurements(config.baseline, planned, config_path, "baseline")
@@ -376,7 +539,7 @@ class LedgerService:
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
         shown = display(result_path)
-        view = self.view(run_id)
+        view, stream = self.state(run_id)
         run = view.run
         if view.concluded:
             raise InputError(
@@ -399,14 +562,14 @@ class LedgerService:
             )
         candidate = read_kernel(resolve(result_path, result.candidate.path), "candidate.path")
         planned = [c.case_id for c in view.cases]
-        evidence = check_validation(
+        validation = check_validation(
             resolve(result_path, result.verification.manifest),
             kernel_sha256=candidate.ref.sha256,
             planned_case_ids=planned,
             allowed_parents=[run.run_id, run.parent_run_id],
         )
         measured: list[Measurement] | None = None
-        if evidence.passed:
+        if validation.passed:
             rows = parse_measurements(result.measurements, "measurements", shown)
             measured = _measurements(rows, planned, result_path, "measurements")
         submitted = RoundSubmitted(
@@ -417,19 +580,15 @@ class LedgerService:
             change=result.change,
             mechanism=result.mechanism,
             profiler_signals=result.profiler_signals,
+            expected_signal=(
+                result.expected_signal.model_dump(mode="json") if result.expected_signal else None
+            ),
             result=FileRef(path=str(result_path), sha256=doc.sha256, size=doc.size),
             result_document=doc.value,
         )
-        decided = decide_round(
-            view=view,
-            round_no=result.round,
-            candidate_sha256=candidate.ref.sha256,
-            candidate_path=candidate.ref.path,
-            candidate_medians=[m.median_us for m in measured] if measured is not None else None,
-        )
         items: list[Event] = [
             submitted,
-            _validation_event(result.round, candidate.ref.sha256, evidence),
+            _validation_event(result.round, candidate.ref.sha256, validation),
         ]
         if measured is not None:
             items.append(
@@ -440,6 +599,30 @@ class LedgerService:
                     measurements=measured,
                 )
             )
+        if result.profiler_signals:
+            settings = attribution_settings(_plan_of(stream))
+            items.append(
+                profile_event(
+                    settings,
+                    subject="round",
+                    round_no=result.round,
+                    kernel_sha256=candidate.ref.sha256,
+                    origin="round-result",
+                    fmt="signals-json",
+                    signals=dict(result.profiler_signals),
+                )
+            )
+        evidence = RunEvidence()
+        for record in stream:
+            evidence.apply(record.event())
+        for item in items:
+            evidence.apply(item)
+        decided = decide_round(
+            view=view,
+            submitted=submitted,
+            evidence=evidence,
+            candidate_medians=[m.median_us for m in measured] if measured is not None else None,
+        )
         items.append(decided)
         after, _ = self.append(run_id, view, items, [candidate.content])
         return RecordResult(
@@ -454,6 +637,153 @@ class LedgerService:
             remaining_rounds=decided.remaining_rounds,
             best_kernel_sha256=after.run.best_kernel_sha256,
         )
+
+    # --- profiles and diagnosis ---------------------------------------------------------
+
+    def profile(
+        self,
+        run_id: str,
+        path: Path,
+        *,
+        baseline: bool = False,
+        round_no: int | None = None,
+        kernel_sha256: str | None = None,
+        kernel_name: str | None = None,
+    ) -> ProfileRecorded:
+        """Ingest profiler output for one kernel of the run and attribute its bottleneck."""
+        from ledger.profiles import load_profile
+
+        if sum((baseline, round_no is not None, kernel_sha256 is not None)) != 1:
+            raise InputError("name exactly one of --baseline, --round N or --kernel SHA256")
+        view, stream = self.state(run_id)
+        plan = _plan_of(stream)
+        if baseline:
+            subject, sha, round_no = "baseline", plan.kernel.sha256, 0
+        elif round_no is not None:
+            subject, sha = "round", _round_candidate(stream, round_no, run_id)
+        else:
+            subject, sha = "kernel", str(kernel_sha256)
+            if sha not in _run_kernels(stream):
+                raise InputError(f"kernel {sha} is not a kernel of run {run_id!r}")
+        path = Path(path).absolute()
+        parsed = load_profile(path, kernel_name=kernel_name)
+        base = path if path.is_dir() else path.parent
+        files, blobs = [], []
+        for source in parsed.files:
+            full = (
+                (base / source.path).resolve()
+                if not Path(source.path).is_absolute()
+                else Path(source.path)
+            )
+            data = read_bytes(full, "profile file")
+            if sha256_hex(data) != source.sha256:
+                raise InputError(f"profile file {display(full)} changed while it was read")
+            files.append(FileRef(path=str(full), sha256=source.sha256, size=source.size))
+            blobs.append(data)
+        event = profile_event(
+            attribution_settings(plan),
+            subject=subject,
+            round_no=round_no,
+            kernel_sha256=sha,
+            origin="file",
+            fmt=parsed.format,
+            signals=dict(parsed.signals),
+            attributes=dict(parsed.attributes),
+            files=files,
+            aggregation=parsed.aggregation,
+            kernel_name=parsed.kernel_name,
+        )
+        self.append(run_id, view, [event], blobs)
+        return event
+
+    def diagnose(self, run_id: str, bottleneck: str, evidence_text: str) -> DiagnosisRecorded:
+        """Record a new bottleneck model; the consecutive-failure count restarts."""
+        from ledger.bottleneck import Bottleneck
+
+        classes = [b.value for b in Bottleneck]
+        if bottleneck not in classes:
+            raise InputError(
+                f"--bottleneck must be one of {', '.join(classes)}, not {bottleneck!r}"
+            )
+        if not evidence_text.strip():
+            raise InputError("--evidence must say what supports the new bottleneck model")
+        view = self.view(run_id)
+        if view.concluded:
+            raise InputError(f"run {run_id!r} has concluded ({view.run.conclusion})")
+        event = DiagnosisRecorded(
+            bottleneck=bottleneck,
+            evidence=evidence_text.strip(),
+            after_round=view.run.rounds_recorded,
+            consecutive_failures_before=view.run.consecutive_failures,
+        )
+        self.append(run_id, view, [event], [])
+        return event
+
+    # --- queries -------------------------------------------------------------------------
+
+    def round_detail(self, run_id: str, round_no: int) -> dict[str, Any]:
+        """One round in full: what was submitted, validated, measured, profiled and decided."""
+        _, stream = self.state(run_id)
+        detail: dict[str, Any] = {"run_id": run_id, "round": round_no, "profiles": []}
+        for record in stream:
+            event = record.event()
+            if getattr(event, "round", None) != round_no:
+                continue
+            payload = record.payload_value()
+            payload["seq"] = record.seq
+            key = {
+                "RoundSubmitted": "submitted",
+                "ValidationLinked": "validation",
+                "MeasurementsRecorded": "measurements",
+                "RoundDecided": "decision",
+            }.get(record.event_type)
+            if record.event_type == "ProfileRecorded":
+                detail["profiles"].append(payload)
+            elif key is not None and (round_no > 0 or key in ("validation", "measurements")):
+                detail[key] = payload
+        if round_no > 0 and "decision" not in detail:
+            raise InputError(f"run {run_id!r} has no round {round_no}")
+        return detail
+
+    def compare(self, run_id: str, first: int, second: int) -> dict[str, Any]:
+        """Per-case medians of two rounds (0 is the baseline) and their relative deltas."""
+        view, stream = self.state(run_id)
+        evidence = RunEvidence()
+        for record in stream:
+            evidence.apply(record.event())
+        sides = []
+        for number in (first, second):
+            measured = evidence.measured.get(number)
+            if measured is None:
+                reason = (
+                    "no measurements (a FAIL round)"
+                    if 0 < number <= view.run.rounds_recorded
+                    else "no such round"
+                )
+                raise InputError(f"round {number} of run {run_id!r} has {reason}")
+            sides.append({m.case_id: m.median_us for m in measured.measurements})
+        cases = []
+        for case in view.cases:
+            a, b = sides[0][case.case_id], sides[1][case.case_id]
+            cases.append(
+                {
+                    "case_id": case.case_id,
+                    "weight": case.weight,
+                    "a_median_us": a,
+                    "b_median_us": b,
+                    "relative_change": (b - a) / a,
+                }
+            )
+        weights = [c.weight for c in view.cases]
+        return {
+            "run_id": run_id,
+            "round_a": first,
+            "round_b": second,
+            "cases": cases,
+            "relative_improvement": decide.weighted_improvement(
+                weights, [c["a_median_us"] for c in cases], [c["b_median_us"] for c in cases]
+            ),
+        }
 
     # --- analyze -------------------------------------------------------------------------
 

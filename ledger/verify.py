@@ -34,6 +34,7 @@ from ledger.events import (
     ValidationLinked,
     load_event,
 )
+from ledger.evidence import RunEvidence
 from ledger.hashing import ZERO_HASH, sha256_hex
 from ledger.projections import RunView
 from ledger.service import conclusion_event, decide_round
@@ -95,6 +96,7 @@ class _Stream:
     validation: ValidationLinked | None = None
     measured: MeasurementsRecorded | None = None
     kernels: set[str] = field(default_factory=set)
+    evidence: RunEvidence = field(default_factory=RunEvidence)
 
 
 def _fail(e: StoredEvent | None, check: str, reason: str) -> _Stop:
@@ -165,6 +167,7 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
         state.view = projections.apply(view, e.stream_version, e.recorded_at, event)
     except projections.ProjectionError as exc:
         raise _fail(e, "replay", str(exc)) from None
+    state.evidence.apply(event)
 
 
 def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> None:
@@ -177,9 +180,8 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
     medians = [m.median_us for m in state.measured.measurements] if state.measured else None
     expected = decide_round(
         view=view,
-        round_no=event.round,
-        candidate_sha256=submitted.candidate.sha256,
-        candidate_path=submitted.candidate.path,
+        submitted=submitted,
+        evidence=state.evidence,
         candidate_medians=medians if passed else None,
     )
     if expected != event:
@@ -251,6 +253,7 @@ def _check_projections(store: Store, conn, streams: dict[str, _Stream], run_id: 
             ("runs", (rebuilt.run,), (stored.run,)),
             ("run_cases", rebuilt.cases, stored.cases),
             ("rounds", rebuilt.rounds, stored.rounds),
+            ("profiles", rebuilt.profiles, stored.profiles),
         ):
             if mine != theirs:
                 raise _fail(

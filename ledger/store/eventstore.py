@@ -22,9 +22,9 @@ from sqlalchemy.engine import make_url
 from ledger.errors import ConflictError, InputError, SchemaOutOfDate, StoreUnavailable
 from ledger.events import Event, load_event
 from ledger.hashing import ZERO_HASH, event_hash, sha256_hex
-from ledger.projections import CaseRow, RoundRow, RunRow, RunView, as_dict
+from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, as_dict
 from ledger.store import schema
-from ledger.store.tables import blobs, events, ledger_info, rounds, run_cases, runs
+from ledger.store.tables import blobs, events, ledger_info, profiles, rounds, run_cases, runs
 
 DEFAULT_DB = "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -431,6 +431,9 @@ class Store:
         added = after.rounds[len(before.rounds) if before else 0 :]
         if added:
             conn.execute(rounds.insert(), [as_dict(r) for r in added])
+        new_profiles = after.profiles[len(before.profiles) if before else 0 :]
+        if new_profiles:
+            conn.execute(profiles.insert(), [as_dict(p) for p in new_profiles])
 
     def all_run_ids(self, conn: Connection) -> list[str]:
         return list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
@@ -442,10 +445,20 @@ class Store:
         rows = conn.execute(
             select(rounds).where(rounds.c.run_id == run_id).order_by(rounds.c.round)
         ).mappings()
-        return RunView(run=view.run, cases=view.cases, rounds=tuple(RoundRow(**r) for r in rows))
+        found = conn.execute(
+            select(profiles)
+            .where(profiles.c.run_id == run_id)
+            .order_by(profiles.c.stream_version)
+        ).mappings()
+        return RunView(
+            run=view.run,
+            cases=view.cases,
+            rounds=tuple(RoundRow(**r) for r in rows),
+            profiles=tuple(ProfileRow(**p) for p in found),
+        )
 
     def clear_projections(self, conn: Connection) -> None:
-        for table in (rounds, run_cases, runs):
+        for table in (profiles, rounds, run_cases, runs):
             conn.execute(table.delete())
 
 
@@ -459,6 +472,7 @@ class RoundFilter:
     op_name: str | None = None
     soc: str | None = None
     decision: str | None = None
+    bottleneck: str | None = None
     mechanism: str | None = None
     search: str | None = None
     since: str | None = None
@@ -479,6 +493,8 @@ def query_rounds(conn: Connection, f: RoundFilter) -> list[RoundRow]:
         query = query.where(rounds.c.decision == f.decision)
     if f.mechanism is not None:
         query = query.where(rounds.c.mechanism == f.mechanism)
+    if f.bottleneck is not None:
+        query = query.where(rounds.c.bottleneck == f.bottleneck)
     if f.since is not None:
         query = query.where(rounds.c.recorded_at >= f.since)
     if f.until is not None:
@@ -497,3 +513,14 @@ def query_rounds(conn: Connection, f: RoundFilter) -> list[RoundRow]:
 
 def list_runs(conn: Connection) -> list[RunRow]:
     return [RunRow(**r) for r in conn.execute(select(runs).order_by(runs.c.planned_at)).mappings()]
+
+
+def rounds_with_bottleneck(conn: Connection, bottleneck: str, limit: int) -> list[RoundRow]:
+    """The newest rounds whose starting profile had this bottleneck class (indexed)."""
+    query = (
+        select(rounds)
+        .where(rounds.c.bottleneck == bottleneck)
+        .order_by(rounds.c.recorded_at.desc())
+        .limit(limit)
+    )
+    return [RoundRow(**r) for r in conn.execute(query).mappings()]

@@ -18,6 +18,7 @@ from ledger.events import (
     RoundSubmitted,
     RunPlanned,
 )
+from ledger.evidence import RunEvidence
 from ledger.service import conclusion_event, decide_round
 
 
@@ -146,11 +147,7 @@ def controller(config, rounds):
             result_document={},
         )
         decided = decide_round(
-            view=view,
-            round_no=n,
-            candidate_sha256=sha,
-            candidate_path=f"/c{n}.py",
-            candidate_medians=cand,
+            view=view, submitted=submitted, evidence=RunEvidence(), candidate_medians=cand
         )
         view = projections.apply(view, version + 1, "t", submitted)
         view = projections.apply(view, version + 2, "t", decided)
