@@ -11,7 +11,7 @@ try:  # newer typer ships its own copy of click
 except ImportError:  # pragma: no cover - typer releases that depend on click
     from click import exceptions as click_exceptions
 
-from cli import audit, db, insight, query, rounds
+from cli import audit, db, insight, query, rounds, stats
 from cli.output import EXIT_INTERNAL, error
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ def _global(
 rounds.register(app)
 query.register(app)
 insight.register(app)
+stats.register(app)
 audit.register(app)
 app.add_typer(db.app, name="db")
 

@@ -185,6 +185,16 @@ class RoundDecided(Event):
     flags: list[str] = []
 
 
+class NoiseMeasured(Event):
+    """An A/A remeasure of the current best kernel: session drift comes from these."""
+
+    event_type: ClassVar[str] = "NoiseMeasured"
+    kernel_sha256: str
+    after_round: int
+    measurements: list[Measurement]
+    source: FileRef
+
+
 class DiagnosisRecorded(Event):
     """A new bottleneck model after repeated failures; the failure count restarts."""
 
@@ -236,6 +246,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RunConcluded,
         ProfileRecorded,
         DiagnosisRecorded,
+        NoiseMeasured,
     )
 }
 

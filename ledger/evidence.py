@@ -10,10 +10,19 @@ from dataclasses import dataclass, field
 from ledger.events import (
     DiagnosisRecorded,
     Event,
+    Measurement,
     MeasurementsRecorded,
+    NoiseMeasured,
     ProfileRecorded,
     RoundDecided,
+    RunPlanned,
 )
+
+Samples = list[list[float] | None]
+
+
+def _samples(measurements: list[Measurement]) -> Samples:
+    return [list(m.samples_us) if m.samples_us else None for m in measurements]
 
 
 @dataclass
@@ -21,12 +30,24 @@ class RunEvidence:
     profiles: dict[str, ProfileRecorded] = field(default_factory=dict)
     measured: dict[int, MeasurementsRecorded] = field(default_factory=dict)
     failed_mechanisms: dict[str, list[int]] = field(default_factory=dict)
+    statistics: dict | None = None
+    latest: dict[str, Samples] = field(default_factory=dict)
+    noise_pairs: list[tuple[Samples, Samples]] = field(default_factory=list)
 
     def apply(self, event: Event) -> None:
-        if isinstance(event, ProfileRecorded):
+        if isinstance(event, RunPlanned):
+            self.statistics = event.statistics
+        elif isinstance(event, NoiseMeasured):
+            now = _samples(event.measurements)
+            before = self.latest.get(event.kernel_sha256)
+            if before is not None:
+                self.noise_pairs.append((before, now))
+            self.latest[event.kernel_sha256] = now
+        elif isinstance(event, ProfileRecorded):
             self.profiles[event.kernel_sha256] = event
         elif isinstance(event, MeasurementsRecorded):
             self.measured[event.round] = event
+            self.latest[event.kernel_sha256] = _samples(event.measurements)
         elif isinstance(event, RoundDecided):
             if event.decision != "KEEP" and event.mechanism is not None:
                 self.failed_mechanisms.setdefault(event.mechanism, []).append(event.round)
@@ -43,14 +64,7 @@ class RunEvidence:
             return None
         return profile.attribution.get("bottleneck")
 
-    def samples(self, round_no: int) -> list[list[float]] | None:
-        """Per-case raw samples measured in a round (0: baseline), if every case has them."""
+    def samples(self, round_no: int) -> Samples | None:
+        """Per-case raw samples measured in a round (0: baseline); None for a case without."""
         measured = self.measured.get(round_no)
-        if measured is None:
-            return None
-        out = []
-        for m in measured.measurements:
-            if not m.samples_us:
-                return None
-            out.append(list(m.samples_us))
-        return out
+        return _samples(measured.measurements) if measured is not None else None

@@ -187,11 +187,12 @@ class MeasurementIn(_Open):
 
     @model_validator(mode="after")
     def _median_or_samples(self) -> MeasurementIn:
-        if self.median_us is None and not self.samples_us:
-            raise ValueError("median_us is required (or samples_us to compute it from)")
+        raw = self.samples_us is not None or self.source is not None
+        if self.median_us is None and not raw:
+            raise ValueError("median_us is required (or samples_us or source to compute it from)")
         if self.samples_us is not None and not self.samples_us:
             raise ValueError("samples_us must not be empty")
-        if self.repeats is None and self.samples_us is None:
+        if self.repeats is None and not raw:
             raise ValueError("repeats is required")
         return self
 

@@ -16,6 +16,7 @@ from ledger.events import (
     DiagnosisRecorded,
     Event,
     MeasurementsRecorded,
+    NoiseMeasured,
     ProfileRecorded,
     RoundDecided,
     RoundSubmitted,
@@ -235,6 +236,8 @@ def apply(view: RunView | None, version: int, at: str, event: Event) -> RunView:
             recorded_at=at,
         )
         return replace(view, run=run, profiles=(*view.profiles, row))
+    if isinstance(event, NoiseMeasured):
+        return replace(view, run=run)
     if isinstance(event, DiagnosisRecorded):
         run = replace(
             run, consecutive_failures=0, needs_diagnosis=False, bottleneck_model=event.bottleneck

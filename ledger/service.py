@@ -9,13 +9,14 @@ projections in one transaction. A reader who opens this file sees the whole work
 
 from __future__ import annotations
 
-import statistics as pystats
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from ledger import decide, projections
 from ledger.errors import InputError
@@ -29,6 +30,7 @@ from ledger.events import (
     Measurement,
     MeasurementsRecorded,
     MechanismCheck,
+    NoiseMeasured,
     ObjectiveFields,
     ProfileRecorded,
     RoundDecided,
@@ -39,9 +41,10 @@ from ledger.events import (
     ValidationLinked,
 )
 from ledger.evidence import RunEvidence
-from ledger.hashing import sha256_hex
+from ledger.hashing import canonical, sha256_hex
 from ledger.inputs import (
     MeasurementIn,
+    Sha256,
     ValidationEvidence,
     check_measurements,
     check_validation,
@@ -49,12 +52,11 @@ from ledger.inputs import (
     load_round_result,
     parse_measurements,
     resolve,
+    validate_model,
 )
-from ledger.jsonio import display, read_bytes
+from ledger.jsonio import display, read_bytes, read_json
 from ledger.projections import RunView
 from ledger.store.eventstore import NewEvent, Store, StoredEvent
-
-MEDIAN_REL_TOLERANCE = 1e-6
 
 
 def utc_now() -> str:
@@ -101,23 +103,30 @@ def file_ref(path: Path, what: str) -> FileRef:
 
 
 def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement:
-    """Normalize one measurement: compute the median from samples, check agreement, hash the
-    raw source file. Extra keys are kept verbatim."""
+    """Normalize one measurement: read raw samples from `source` (JSON list of µs,
+    {"unit", "samples"} or a Duration(us) CSV), compute the median when it is absent, check
+    it when both are given. Extra keys are kept verbatim."""
+    from ledger import samples as raw
+
     median = row.median_us
     samples = list(row.samples_us) if row.samples_us is not None else None
-    if samples is not None:
-        computed = float(pystats.median(samples))
-        if median is None:
-            median = computed
-        elif abs(median - computed) > MEDIAN_REL_TOLERANCE * computed:
-            raise InputError(
-                f"{field}.median_us {median:g} disagrees with the median of samples_us "
-                f"({computed:g})"
-            )
-    repeats = row.repeats if row.repeats is not None else len(samples or ())
     source = None
     if row.source is not None:
-        source = file_ref(resolve(base_file, row.source), f"{field}.source")
+        path = resolve(base_file, row.source)
+        loaded = raw.load_samples_file(path)
+        source = FileRef(path=str(path), sha256=loaded.sha256, size=path.stat().st_size)
+        if samples is None:
+            samples = list(loaded.samples_us)
+        elif len(samples) != len(loaded.samples_us) or any(
+            abs(a - b) > 1e-9 * b for a, b in zip(samples, loaded.samples_us, strict=True)
+        ):
+            raise InputError(f"{field}.samples_us differ from the samples in {field}.source")
+    if samples is not None:
+        if median is None:
+            median = raw.median(samples)
+        else:
+            raw.check_median_agrees(median, samples, label=f"{field}.median_us")
+    repeats = row.repeats if row.repeats is not None else len(samples or ())
     assert median is not None
     return Measurement(
         case_id=row.case_id,
@@ -158,12 +167,59 @@ def _validation_event(
     )
 
 
+def noise_aware(
+    *,
+    run_id: str,
+    round_no: int,
+    contract: decide.Decision,
+    weights: list[float],
+    best_medians: list[float],
+    candidate_medians: list[float],
+    best_samples: list[list[float] | None],
+    candidate_samples: list[list[float] | None],
+    objective: decide.Objective,
+    evidence: RunEvidence,
+) -> tuple[decide.Decision, dict[str, Any]]:
+    """SPEC 4.2 on top of the contract (pure). The seed derives from the recorded inputs;
+    session drift comes from the run's A/A remeasures."""
+    from ledger import stats
+
+    config = stats.StatisticsConfig.from_mapping(evidence.statistics)
+    seed = stats.derive_seed(
+        canonical(
+            {
+                "run_id": run_id,
+                "round": round_no,
+                "weights": weights,
+                "best": best_samples,
+                "candidate": candidate_samples,
+            }
+        )
+    )
+    drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
+    outcome = stats.noise_aware_decision(
+        contract=contract,
+        weights=weights,
+        best_samples=best_samples,
+        cand_samples=candidate_samples,
+        objective=objective,
+        config=config,
+        seed=seed,
+        drift_sigma=drift.sigma,
+        drift_estimated=drift.estimated,
+        best_medians=best_medians,
+        cand_medians=candidate_medians,
+    )
+    return outcome.decision, {**outcome.evidence, **drift.to_evidence()}
+
+
 def decide_round(
     *,
     view: RunView,
     submitted: RoundSubmitted,
     evidence: RunEvidence,
     candidate_medians: list[float] | None,
+    candidate_samples: list[list[float] | None] | None = None,
 ) -> RoundDecided:
     """The pure part of `record`: the decision event for a round, from the run's state and
     the evidence folded from its events (profiles, timings, failed mechanisms).
@@ -192,6 +248,31 @@ def decide_round(
         regression = decide.worst_regression(best, candidate_medians)
         decision = decide.contract_decision(improvement, regression, objective)
         kind = "medians"
+    statistics = None
+    flags: list[str] = []
+    if candidate_medians is not None and candidate_samples is not None:
+        best_samples = evidence.samples(run.best_round)
+        if best_samples is not None:
+            decision, statistics = noise_aware(
+                run_id=run.run_id,
+                round_no=round_no,
+                contract=decision,
+                weights=weights,
+                best_medians=best,
+                candidate_medians=candidate_medians,
+                best_samples=best_samples,
+                candidate_samples=candidate_samples,
+                objective=objective,
+                evidence=evidence,
+            )
+            if statistics["kind"] == "samples":
+                kind = "samples"
+                if not statistics["drift_estimated"]:
+                    flags.append("drift_unestimated")
+                if statistics["advice"] == "remeasure":
+                    flags.append("remeasure-advised")
+            else:
+                statistics = None
     if decision is decide.Decision.KEEP:
         assert candidate_medians is not None
         best_after = BestKernel(
@@ -212,7 +293,6 @@ def decide_round(
         objective=objective,
         limits=view.limits,
     )
-    flags: list[str] = []
     start_signals = evidence.signals(run.best_kernel_sha256)
     start_profile = None
     if start_signals is not None:
@@ -266,6 +346,7 @@ def decide_round(
         candidate_medians_us=candidate_medians,
         relative_improvement=improvement,
         worst_case_regression=regression,
+        statistics=statistics,
         best_after=best_after,
         consecutive_failures=progress.consecutive_failures,
         cumulative_improvement=progress.cumulative_improvement,
@@ -415,6 +496,14 @@ def _plan_of(stream: Sequence[StoredEvent]) -> RunPlanned:
     return event
 
 
+class NoiseFile(BaseModel):
+    """An A/A remeasure: the kernel it timed (must be the current best) and its timings."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    kernel_sha256: Sha256
+    measurements: list[MeasurementIn]
+
+
 class LedgerService:
     """The application service. Construct it with a store; every method is one use case."""
 
@@ -489,6 +578,10 @@ class LedgerService:
         config_path = Path(config_path).absolute()
         doc, config = load_config(config_path)
         settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
+        if config.statistics is not None:
+            from ledger.stats import StatisticsConfig
+
+            StatisticsConfig.from_mapping(config.statistics)
         kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
         planned = config.case_ids
         baseline = _measurements(config.baseline, planned, config_path, "baseline")
@@ -622,6 +715,11 @@ class LedgerService:
             submitted=submitted,
             evidence=evidence,
             candidate_medians=[m.median_us for m in measured] if measured is not None else None,
+            candidate_samples=(
+                [list(m.samples_us) if m.samples_us else None for m in measured]
+                if measured is not None
+                else None
+            ),
         )
         items.append(decided)
         after, _ = self.append(run_id, view, items, [candidate.content])
@@ -718,6 +816,47 @@ class LedgerService:
         )
         self.append(run_id, view, [event], [])
         return event
+
+    # --- noise remeasurement ----------------------------------------------------------------
+
+    def noise(self, run_id: str, path: Path) -> dict[str, Any]:
+        """Record an A/A remeasure of the current best kernel; report the drift estimate."""
+        from ledger import stats
+
+        path = Path(path).absolute()
+        doc = read_json(path, "measurements file")
+        shown = display(path)
+        item = validate_model(NoiseFile, doc.value, "measurements file", shown)
+        view, stream = self.state(run_id)
+        if view.concluded:
+            raise InputError(f"run {run_id!r} has concluded ({view.run.conclusion})")
+        if item.kernel_sha256 != view.run.best_kernel_sha256:
+            raise InputError(
+                f"measurements file {shown} names kernel {item.kernel_sha256}, not the current "
+                f"best kernel of run {run_id!r} ({view.run.best_kernel_sha256})"
+            )
+        planned = [c.case_id for c in view.cases]
+        measured = _measurements(item.measurements, planned, path, "measurements")
+        event = NoiseMeasured(
+            kernel_sha256=item.kernel_sha256,
+            after_round=view.run.rounds_recorded,
+            measurements=measured,
+            source=FileRef(path=str(path), sha256=doc.sha256, size=doc.size),
+        )
+        evidence = RunEvidence()
+        for record in stream:
+            evidence.apply(record.event())
+        evidence.apply(event)
+        self.append(run_id, view, [event], [])
+        config = stats.StatisticsConfig.from_mapping(evidence.statistics)
+        weights = [c.weight for c in view.cases]
+        drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
+        return {
+            "run_id": run_id,
+            "kernel_sha256": item.kernel_sha256,
+            "pairs": len(evidence.noise_pairs),
+            **drift.to_evidence(),
+        }
 
     # --- queries -------------------------------------------------------------------------
 

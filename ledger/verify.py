@@ -67,6 +67,7 @@ class Report:
     runs_checked: int = 0
     checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
     first_failure: Failure | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -79,6 +80,7 @@ class Report:
             "runs_checked": self.runs_checked,
             "checks": self.checks,
             "first_failure": self.first_failure.as_dict() if self.first_failure else None,
+            "warnings": self.warnings,
         }
 
 
@@ -97,6 +99,7 @@ class _Stream:
     measured: MeasurementsRecorded | None = None
     kernels: set[str] = field(default_factory=set)
     evidence: RunEvidence = field(default_factory=RunEvidence)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _fail(e: StoredEvent | None, check: str, reason: str) -> _Stop:
@@ -177,14 +180,23 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
     passed = state.validation is not None and state.validation.status == "passed"
     if passed and state.measured is None:
         raise _fail(e, "replay", "a validated candidate was decided without measurements")
-    medians = [m.median_us for m in state.measured.measurements] if state.measured else None
+    measured = state.measured.measurements if state.measured and passed else None
     expected = decide_round(
         view=view,
         submitted=submitted,
         evidence=state.evidence,
-        candidate_medians=medians if passed else None,
+        candidate_medians=[m.median_us for m in measured] if measured else None,
+        candidate_samples=(
+            [list(m.samples_us) if m.samples_us else None for m in measured] if measured else None
+        ),
     )
-    if expected != event:
+    if expected != event and _numpy_drift_only(expected, event):
+        state.warnings.append(
+            f"seq {e.seq}: round {event.round}'s statistics were recomputed under numpy "
+            f"{expected.statistics['numpy_version']} (recorded under "
+            f"{event.statistics['numpy_version']}); the figures differ, the decision does not"
+        )
+    elif expected != event:
         differing = [
             name
             for name in RoundDecided.model_fields
@@ -194,6 +206,17 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
         raise _fail(
             e, "replay", f"round {event.round}: recorded {what} differ from a re-derivation"
         )
+
+
+def _numpy_drift_only(expected: RoundDecided, recorded: RoundDecided) -> bool:
+    """True when two decisions differ only in sample statistics computed under different
+    numpy versions, and the decision itself would not flip."""
+    a, b = expected.statistics, recorded.statistics
+    if not a or not b or a.get("numpy_version") == b.get("numpy_version"):
+        return False
+    return expected.model_copy(update={"statistics": None}) == recorded.model_copy(
+        update={"statistics": None}
+    )
 
 
 def verify_ledger(
@@ -234,6 +257,7 @@ def verify_ledger(
             for name in CHECKS[started + 1 :]:
                 report.checks[name] = "not run"
     report.runs_checked = len(streams)
+    report.warnings = [w for state in streams.values() for w in state.warnings]
     if on_progress:
         on_progress(report.events_checked, report.events_checked)
     return report

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from campaign import Campaign
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from campaign import Campaign
 
 BACKENDS = ("sqlite", "postgresql")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from campaign import Campaign, sha256
-
 from ledger.store.schema import HEAD_REVISION
+
+from campaign import Campaign, sha256
 
 
 def plan(cli, campaign: Campaign):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from campaign import Campaign, sha256, write_json
 
 

@@ -77,9 +77,10 @@ def test_unknown_revision_is_refused(tmp_path):
 def test_empty_postgres_database_needs_db_upgrade(pg_server):
     import uuid
 
-    from conftest import _admin
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
+
+    from conftest import _admin
 
     name = f"kl_empty_{uuid.uuid4().hex[:8]}"
     with _admin(pg_server).connect() as conn:

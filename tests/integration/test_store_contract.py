@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from campaign import Campaign
 from sqlalchemy import text
 
 from ledger.errors import ConflictError, InputError
@@ -14,6 +13,8 @@ from ledger.hashing import ZERO_HASH
 from ledger.service import LedgerService
 from ledger.store.eventstore import NewEvent, Store
 from ledger.verify import rebuild_projections, verify_ledger
+
+from campaign import Campaign
 
 
 def _event(n: int) -> ValidationLinked:

@@ -1,0 +1,86 @@
+"""noise and decide: A/A remeasures, and dry-run decisions with no ledger."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+from cli.common import JSON, input_path, open_service
+from cli.output import emit_json, pct, say
+
+
+def register(app: typer.Typer) -> None:
+    app.command("noise")(noise)
+    app.command("decide")(decide)
+
+
+def noise(
+    ctx: typer.Context,
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
+    measurements: str = typer.Option(
+        ..., "--measurements", metavar="FILE", help="A/A remeasure of the current best kernel."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Record an A/A remeasure of the current best kernel; session drift is estimated from
+    pairs of measurements of the same kernel once five pairs exist.
+
+    Example: kernel-ledger noise --run softmax-demo-001 --measurements aa-1.json
+    """
+    result = open_service(ctx).noise(run, input_path(measurements, "--measurements"))
+    if as_json:
+        emit_json({"status": "recorded", **result})
+        return
+    state = (
+        f"drift sigma {result['drift_sigma']:.4g} from {result['drift_pairs']} pairs"
+        if result["drift_estimated"]
+        else f"drift unestimated ({result['drift_pairs']} usable pairs; 5 needed)"
+    )
+    say(f"recorded A/A remeasure of {result['kernel_sha256'][:12]}: {state}")
+
+
+def decide(
+    input_file: str = typer.Option(..., "--input", metavar="FILE", help="Decision inputs."),
+    jsonl: bool = typer.Option(False, "--jsonl", help="FILE is JSON Lines; one result per line."),
+    as_json: bool = JSON,
+) -> None:
+    """Dry run: the decision for given measurements; needs no ledger and writes nothing.
+
+    Each input is {"objective", "cases", "best", "candidate", "statistics"?, "drift_sigma"?}.
+    Example: kernel-ledger decide --input rounds.jsonl --jsonl
+    """
+    from ledger.dryrun import decide_one, parse_input
+    from ledger.errors import InputError
+    from ledger.jsonio import display, parse_json_bytes, read_bytes
+
+    path = input_path(input_file, "--input")
+    data = read_bytes(path, "decide input")
+    shown = display(path)
+    if not jsonl:
+        item = parse_input(parse_json_bytes(data, "decide input", shown), shown)
+        result = decide_one(item, shown)
+        if as_json:
+            emit_json({"status": "ok", **result})
+        else:
+            say(
+                f"{result['decision']}  I {pct(result['relative_improvement'])}  "
+                f"R {pct(result['worst_case_regression'])}  ({result['evidence']})"
+            )
+        return
+    items = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{shown} line {number}"
+        value = parse_json_bytes(line, "decide input", where)
+        if not isinstance(value, dict):
+            raise InputError(f"{where} must hold a JSON object")
+        items.append((where, parse_input(value, where)))
+    if not items:
+        raise InputError(f"decide input {shown} has no lines")
+    results = [decide_one(item, where) for where, item in items]  # all checked before output
+    out = sys.stdout
+    for result in results:
+        out.write(json.dumps(result, allow_nan=False) + "\n")
