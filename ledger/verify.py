@@ -24,6 +24,7 @@ from typing import Any
 import rfc8785
 
 from ledger import projections
+from ledger.controller import conclusion_event, decide_round
 from ledger.events import (
     Event,
     MeasurementsRecorded,
@@ -37,7 +38,6 @@ from ledger.events import (
 from ledger.evidence import RunEvidence
 from ledger.hashing import ZERO_HASH, sha256_hex
 from ledger.projections import RunView
-from ledger.service import conclusion_event, decide_round
 from ledger.store.eventstore import Store, StoredEvent
 
 CHECKS = ("seq", "hash", "chain", "canonical", "payload", "replay", "projection", "blobs")

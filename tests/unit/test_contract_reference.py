@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import projections
+from ledger.controller import conclusion_event, decide_round
 from ledger.events import (
     CaseWeight,
     FileRef,
@@ -19,7 +20,6 @@ from ledger.events import (
     RunPlanned,
 )
 from ledger.evidence import RunEvidence
-from ledger.service import conclusion_event, decide_round
 
 
 def reference(config, rounds):
