@@ -1008,6 +1008,8 @@ def _sniff(text: str, display: str) -> str:
     except csv.Error as exc:
         raise InputError(f"{display}: malformed CSV ({exc})") from None
     for record in head:
+        if record and _clean(record[0]).startswith("=="):
+            continue  # a tool's own line (ncu's ==PROF== / ==WARNING==), commas and all
         cells = {_clean(c).lower() for c in record} - {""}
         if len(cells) < 2:
             continue

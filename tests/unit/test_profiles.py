@@ -620,3 +620,11 @@ def test_msprof_operator_name_from_folder_when_op_name_is_na(tmp_path: Path) -> 
     assert p.kernel_name == "my_op"
     assert p.signals["task_duration_us"] == 7.5
     assert p.files[0].path == "OPPROF_1/my_op/0/OpBasicInfo.csv"
+
+
+def test_ncu_preamble_lines_with_commas_are_skipped():
+    """ncu prints ==WARNING== lines before the CSV; one of them contains a comma."""
+    plain = load_profile(FIXTURES / "ncu" / "details.csv", kernel_name="add_kernel")
+    noisy = load_profile(FIXTURES / "ncu" / "with-preamble.csv", kernel_name="add_kernel")
+    assert noisy.format == "ncu-csv"
+    assert noisy.signals == plain.signals
