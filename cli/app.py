@@ -12,6 +12,7 @@ except ImportError:  # pragma: no cover - typer releases that depend on click
     from click import exceptions as click_exceptions
 
 from cli import audit, db, insight, query, rounds, stats
+from cli import report as report_cmd
 from cli.output import EXIT_INTERNAL, error
 
 app = typer.Typer(
@@ -42,6 +43,7 @@ rounds.register(app)
 query.register(app)
 insight.register(app)
 stats.register(app)
+report_cmd.register(app)
 audit.register(app)
 app.add_typer(db.app, name="db")
 
