@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	@bash examples/softmax-demo/demo.sh
+	@bash examples/demo.sh
 
 test: $(STAMP)
 	@bash tools/run-tests

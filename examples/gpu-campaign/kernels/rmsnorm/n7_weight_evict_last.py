@@ -1,0 +1,67 @@
+"""RMSNorm forward, round 7 candidate: the weight row loaded with an evict_last hint.
+
+Parent: n1_multirow. One mechanism: the weight load is marked evict_last so that the weight
+row, which every program re-reads, is the last thing the streaming x/y traffic pushes out of
+L2. Nothing else changes.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kl_rmsnorm_n7_weight_evict_last(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    x_row_stride,
+    y_row_stride,
+    n_rows,
+    n_cols,
+    eps,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    col_mask = cols < n_cols
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    rows = rows.to(tl.int64)
+    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0)
+    x = x.to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last")
+    w = w.to(tl.float32)
+    ms = tl.sum(x * x, axis=1) / n_cols
+    rstd = 1.0 / tl.sqrt(ms + eps)
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(
+        y_ptr + rows[:, None] * y_row_stride + cols[None, :],
+        y.to(y_ptr.dtype.element_ty),
+        mask=mask,
+    )
+
+
+def launch(
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    assert x.dim() == 2 and x.stride(1) == 1 and weight.shape == (x.shape[1],)
+    n_rows, n_cols = x.shape
+    if out is None:
+        out = torch.empty_like(x)
+    block = triton.next_power_of_2(n_cols)
+    rows = max(1, 2048 // block)
+    grid = (triton.cdiv(n_rows, rows),)
+    kl_rmsnorm_n7_weight_evict_last[grid](
+        x,
+        weight,
+        out,
+        x.stride(0),
+        out.stride(0),
+        n_rows,
+        n_cols,
+        eps,
+        BLOCK=block,
+        ROWS=rows,
+    )
+    return out
