@@ -20,6 +20,16 @@ from ledger.events import (
 
 Samples = list[list[float] | None]
 
+EVIDENCE_EVENT_TYPES = (
+    "RunPlanned",
+    "ProfileRecorded",
+    "MeasurementsRecorded",
+    "NoiseMeasured",
+    "RoundDecided",
+    "DiagnosisRecorded",
+)
+"""The event types `RunEvidence.apply` reads; the others leave it unchanged."""
+
 
 def _samples(measurements: list[Measurement]) -> Samples:
     return [list(m.samples_us) if m.samples_us else None for m in measurements]

@@ -43,7 +43,7 @@ from ledger.events import (
     RunPlanned,
     ValidationLinked,
 )
-from ledger.evidence import RunEvidence
+from ledger.evidence import EVIDENCE_EVENT_TYPES, RunEvidence
 from ledger.hashing import sha256_hex
 from ledger.inputs import (
     MeasurementIn,
@@ -255,11 +255,15 @@ class LedgerService:
             raise InputError(f"run {run_id!r} is not in the ledger")
         return view
 
-    def state(self, run_id: str) -> tuple[RunView, list[StoredEvent]]:
-        """The run's projection and its events, read in one transaction."""
+    def state(
+        self, run_id: str, *, evidence_only: bool = False
+    ) -> tuple[RunView, list[StoredEvent]]:
+        """The run's projection and its events, read in one transaction; with `evidence_only`,
+        just the events the evidence fold (and the plan) uses."""
+        types = EVIDENCE_EVENT_TYPES if evidence_only else None
         with self.store.transaction() as conn:
             view = self.store.load_view(conn, run_id)
-            stream = self.store.read_stream(conn, run_id) if view is not None else []
+            stream = self.store.read_stream(conn, run_id, types=types) if view is not None else []
         if view is None:
             raise InputError(f"run {run_id!r} is not in the ledger")
         return view, stream
@@ -332,7 +336,7 @@ class LedgerService:
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
         shown = display(result_path)
-        view, stream = self.state(run_id)
+        view, stream = self.state(run_id, evidence_only=True)
         run = view.run
         if view.concluded:
             raise InputError(
@@ -527,7 +531,7 @@ class LedgerService:
         doc = read_json(path, "measurements file")
         shown = display(path)
         item = validate_model(NoiseFile, doc.value, "measurements file", shown)
-        view, stream = self.state(run_id)
+        view, stream = self.state(run_id, evidence_only=True)
         if view.concluded:
             raise InputError(f"run {run_id!r} has concluded ({view.run.conclusion})")
         if item.kernel_sha256 != view.run.best_kernel_sha256:

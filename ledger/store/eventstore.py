@@ -348,12 +348,14 @@ class Store:
                 return None
         return out
 
-    def read_stream(self, conn: Connection, stream_id: str) -> list[StoredEvent]:
-        result = conn.execute(
-            select(*EVENT_COLUMNS)
-            .where(events.c.stream_id == stream_id)
-            .order_by(events.c.stream_version)
-        )
+    def read_stream(
+        self, conn: Connection, stream_id: str, *, types: Sequence[str] | None = None
+    ) -> list[StoredEvent]:
+        """A run's events in version order; only those of `types` when given."""
+        query = select(*EVENT_COLUMNS).where(events.c.stream_id == stream_id)
+        if types is not None:
+            query = query.where(events.c.event_type.in_(list(types)))
+        result = conn.execute(query.order_by(events.c.stream_version))
         return [_stored(r) for r in result]
 
     def read_version(self, conn: Connection, stream_id: str, version: int) -> StoredEvent | None:
