@@ -1,12 +1,13 @@
 # kernel-ledger: every target sets up what it needs.
 #   make demo   - install into .venv and replay the demo campaign on an embedded SQLite ledger
 #   make test   - install, start a throwaway PostgreSQL cluster, run the whole suite
+#   make faults - the long fault and abuse campaign (docs/reliability.md)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean faults
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +29,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	@$(BIN)/python benchmarks/run.py
+
+# The long fault and abuse campaign (docs/reliability.md); figures go to FAULTS_REPORT.
+FAULTS_REPORT ?= .vaws-local/faults/figures.jsonl
+faults: $(STAMP)
+	@rm -f $(FAULTS_REPORT)
+	@KERNEL_LEDGER_FAULTS=long KERNEL_LEDGER_FAULTS_REPORT=$(FAULTS_REPORT) bash tools/run-tests tests/faults
+	@$(BIN)/python tests/faults/faultkit.py summarize $(FAULTS_REPORT)
 
 clean:
 	rm -rf .demo .pgtest .pytest_cache .ruff_cache

@@ -1,51 +1,513 @@
-"""verify: prove the history is intact and every decision follows from its inputs."""
+"""verify, checkpoint, export, import, check-merge, checkout: prove the history is intact,
+carry a run to another ledger, and gate a merge on it."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
-from cli.common import JSON, open_store
-from cli.output import emit_json, progress, say
+from cli.common import JSON, input_path, open_store
+from cli.output import emit_json, error, progress, say
+
+CHECKPOINT = typer.Option(
+    None,
+    "--checkpoint",
+    metavar="NOTE_OR_FILE",
+    help="A pinned checkpoint note, or a file holding one.",
+)
+VERIFIER_KEY = typer.Option(
+    None,
+    "--verifier-key",
+    metavar="KEY_OR_FILE",
+    help="Require a valid signature on the pinned checkpoint by this verifier key.",
+)
+PROGRESS_MIN_EVENTS = 5000
+BAR_WIDTH = 30
 
 
 def register(app: typer.Typer) -> None:
     app.command("verify")(verify)
+    app.command("checkpoint")(checkpoint)
+    app.command("export")(export)
+    app.command("import")(import_)
+    app.command("check-merge")(check_merge)
+    app.command("checkout")(checkout)
+
+
+def progress_bar(done: int, total: int, what: str = "verifying") -> str:
+    """One line of a progress bar, drawn over itself with a carriage return.
+
+    >>> progress_bar(50, 200)
+    '\\rverifying [#######.......................]  25% 50/200 events'
+    """
+    total = max(total, done, 1)
+    filled = BAR_WIDTH * done // total
+    percent = 100 * done // total
+    bar = "#" * filled + "." * (BAR_WIDTH - filled)
+    return f"\r{what} [{bar}] {percent:3d}% {done}/{total} events"
+
+
+def _progress(as_json: bool, what: str = "verifying"):
+    """A progress callback drawing on stderr for large ledgers (never with --json, never
+    when stderr is not a terminal), and a function that ends its line."""
+    shown = {"any": False}
+    if as_json or not sys.stderr.isatty():
+        return None, lambda: None
+
+    def on_progress(done: int, total: int) -> None:
+        if total >= PROGRESS_MIN_EVENTS:
+            shown["any"] = True
+            progress(progress_bar(done, total, what))
+
+    def finish() -> None:
+        if shown["any"]:
+            progress("\n")
+
+    return on_progress, finish
+
+
+def _note(value: str | None) -> str | None:
+    from ledger.audit import read_note_arg
+
+    return read_note_arg(value) if value is not None else None
+
+
+def _key(value: str | None, flag: str) -> str | None:
+    from ledger.audit import read_key_arg
+
+    return read_key_arg(value, flag) if value is not None else None
+
+
+# --- verify --------------------------------------------------------------------------------
 
 
 def verify(
     ctx: typer.Context,
     run: str = typer.Option(None, "--run", metavar="ID", help="Only this run's events."),
+    checkpoint: str = CHECKPOINT,
+    verifier_key: str = VERIFIER_KEY,
+    artifacts: bool = typer.Option(
+        False, "--artifacts", help="Also hash the files the events name (reported apart)."
+    ),
+    bundle: str = typer.Option(
+        None, "--bundle", metavar="FILE", help="Check an exported bundle offline (no database)."
+    ),
     as_json: bool = JSON,
 ) -> None:
-    """Check hashes, chains, canonical payloads, decisions and projections; exit 1 on failure.
+    """Check hashes, chains, canonical payloads, decisions, projections and checkpoints;
+    exit 1 on failure.
 
-    Example: kernel-ledger verify
+    With --checkpoint, the root of the first N events must equal the pinned one. With
+    --bundle, a bundle file is checked on its own, without opening any ledger.
+
+    Example: kernel-ledger verify --checkpoint checkpoint.txt --artifacts
     """
-    from ledger.verify import verify_ledger
+    note = _note(checkpoint)
+    key = _key(verifier_key, "--verifier-key")
+    if key is not None and note is None:
+        from ledger.errors import InputError
+
+        raise InputError("--verifier-key needs --checkpoint")
+    if bundle is not None:
+        _verify_bundle(bundle, run, artifacts, note, key, as_json)
+        return
+    from ledger import audit
 
     store = open_store(ctx)
-    show_progress = not as_json and sys.stderr.isatty()
+    on_progress, finish = _progress(as_json)
+    report = audit.verify(
+        store,
+        run,
+        pinned_note=note,
+        verifier_key=key,
+        artifacts=artifacts,
+        on_progress=on_progress,
+    )
+    finish()
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        _say_verified(report)
+    if not report.ok:
+        f = report.first_failure
+        if f is not None:
+            where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else "ledger"
+            sys.stderr.write(f"Error: verification failed at {where}: {f.check}: {f.reason}\n")
+        else:
+            assert report.artifacts is not None
+            count = len(report.artifacts.changed) + len(report.artifacts.missing)
+            sys.stderr.write(
+                f"Error: the ledger verifies, but {count} evidence file(s) changed or vanished\n"
+            )
+        raise typer.Exit(1)
 
-    def on_progress(done: int, total: int) -> None:
-        if show_progress and total:
-            progress(f"\rverifying {done}/{total} events")
 
-    report = verify_ledger(store, run, on_progress=on_progress)
-    if show_progress:
-        progress("\n")
+def _say_verified(report) -> None:
+    if report.chain_ok and report.first_failure is None:
+        checks = report.checks()
+        say(
+            f"verified: {report.ledger.events_checked} events in {report.ledger.runs_checked} "
+            f"runs; checks {', '.join(checks)} all ok"
+        )
+    if report.pinned is not None and report.pinned.status == "ok":
+        say(f"checkpoint of {report.pinned.size} events holds ({report.pinned.root})")
+    for warning in report.ledger.warnings:
+        say(f"warning: {warning}")
+    if report.artifacts is not None:
+        art = report.artifacts
+        say(
+            f"evidence files: {art.checked} checked, {len(art.changed)} changed, "
+            f"{len(art.missing)} missing"
+        )
+        for sentence in art.sentences():
+            say(f"  {sentence}")
+
+
+def _verify_bundle(
+    bundle: str, run: str | None, artifacts: bool, note: str | None, key, as_json: bool
+) -> None:
+    from ledger.bundle import check_bundle
+    from ledger.errors import InputError
+
+    if run is not None or artifacts:
+        raise InputError("--bundle is checked on its own; it takes no --run or --artifacts")
+    report, _ = check_bundle(input_path(bundle, "--bundle"), pinned_note=note, verifier_key=key)
     if as_json:
         emit_json(report.as_dict())
     elif report.ok:
         say(
-            f"verified: {report.events_checked} events in {report.runs_checked} runs; "
-            f"checks {', '.join(report.checks)} all ok"
+            f"bundle verified: run {report.run_id}, {report.events_checked} events and "
+            f"{report.blobs_checked} files, all in the tree of {report.tree_size} events of "
+            f"{report.origin} ({report.root})"
         )
-    else:
+        if report.pinned is not None:
+            say(f"pinned checkpoint of {report.pinned['size']} events holds")
+    if not report.ok:
         f = report.first_failure
         assert f is not None
-        where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else "ledger"
-        sys.stderr.write(f"Error: verification failed at {where}: {f.check}: {f.reason}\n")
-    if not report.ok:
+        where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else "bundle"
+        sys.stderr.write(f"Error: bundle verification failed at {where}: {f.check}: {f.reason}\n")
         raise typer.Exit(1)
+
+
+# --- checkpoint ----------------------------------------------------------------------------
+
+
+def checkpoint(
+    ctx: typer.Context,
+    sign: str = typer.Option(
+        None, "--sign", metavar="KEYFILE", help="Sign the note with this Ed25519 signer key."
+    ),
+    out: str = typer.Option(None, "--out", metavar="FILE", help="Also write the note to FILE."),
+    generate_key: str = typer.Option(
+        None,
+        "--generate-key",
+        metavar="KEYFILE",
+        help="Write a new signer key to KEYFILE, print its verifier key, and stop.",
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Verify the whole ledger, then print and store its checkpoint note (C2SP
+    tlog-checkpoint: origin, size, base64 RFC 6962 root).
+
+    Pin the note outside the database (a pull request, a git tag, CI configuration); verify
+    --checkpoint then detects any rewrite of the history it covers.
+
+    Example: kernel-ledger checkpoint --out checkpoint.txt
+    """
+    from ledger import audit
+    from ledger.errors import InputError
+    from ledger.service import utc_now
+
+    if generate_key is not None:
+        if sign is not None or out is not None:
+            raise InputError("--generate-key makes a key and stops; it takes no --sign or --out")
+        store = open_store(ctx)
+        path = input_path(generate_key, "--generate-key")
+        verifier = audit.generate_key(path, audit.ledger_origin(store))
+        if as_json:
+            emit_json({"status": "ok", "signer_key_file": str(path), "verifier_key": verifier})
+        else:
+            say(f"signer key written to {path} (keep it secret); verifier key:\n{verifier}")
+        return
+    signer = _key(sign, "--sign")
+    out_path = input_path(out, "--out") if out is not None else None
+    if out_path is not None and out_path.is_dir():
+        raise InputError(f"--out {out_path} is a folder; name the file to write")
+    store = open_store(ctx)
+    on_progress, finish = _progress(as_json)
+    made = audit.make_checkpoint(store, signer_key=signer, clock=utc_now, on_progress=on_progress)
+    finish()
+    if out_path is not None:
+        try:
+            out_path.write_text(made.note, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    if as_json:
+        emit_json(
+            {
+                "status": "ok",
+                "origin": made.checkpoint.origin,
+                "size": made.checkpoint.size,
+                "root": audit.b64(made.checkpoint.root),
+                "note": made.note,
+                "signed": made.signed,
+                "verifier_key": made.verifier_key,
+                "checkpoint_id": made.checkpoint_id,
+                "stored": made.stored,
+                "out": str(out_path) if out_path is not None else None,
+            }
+        )
+    else:
+        sys.stdout.write(made.note)
+
+
+# --- export / import -----------------------------------------------------------------------
+
+
+def export(
+    ctx: typer.Context,
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run to export."),
+    out: str = typer.Option(..., "--out", metavar="FILE", help="The bundle file to write."),
+    checkpoint: list[str] = typer.Option(
+        None,
+        "--checkpoint",
+        metavar="NOTE_OR_FILE",
+        help="Also prove consistency with this pinned checkpoint (repeatable).",
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Write one run as a verifiable bundle (JSON Lines): its events with inclusion proofs
+    in the ledger's checkpoint, and its kernel sources.
+
+    Example: kernel-ledger export --run softmax-demo-001 --out softmax-demo-001.bundle.jsonl
+    """
+    from ledger.bundle import export_run
+
+    notes = [n for n in (_note(c) for c in checkpoint or []) if n is not None]
+    result = export_run(open_store(ctx), run, input_path(out, "--out"), pinned_notes=notes)
+    if as_json:
+        emit_json(
+            {
+                "status": "exported",
+                "run_id": result.run_id,
+                "path": str(result.path),
+                "events": result.events,
+                "blobs": result.blobs,
+                "tree_size": result.tree_size,
+                "root": result.root,
+                "consistency_sizes": result.consistency_sizes,
+                "bytes": result.bytes,
+            }
+        )
+    else:
+        say(
+            f"exported run {result.run_id}: {result.events} events and {result.blobs} files to "
+            f"{result.path}, proven in the tree of {result.tree_size} events ({result.root})"
+        )
+
+
+def import_(
+    ctx: typer.Context,
+    file: str = typer.Argument(None, metavar="[FILE]", help="A bundle written by export."),
+    legacy: str = typer.Option(
+        None, "--legacy", metavar="DIR", help="A run folder of the JSON-file controller."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Import a run: a bundle (same event hashes; importing again changes nothing) or, with
+    --legacy, a JSON-file controller's run folder replayed and re-decided.
+
+    Anything that does not verify or disagrees with a replay is refused (exit 2) and nothing
+    is written.
+
+    Example: kernel-ledger import softmax-demo-001.bundle.jsonl
+    """
+    from ledger.errors import InputError
+
+    if (file is None) == (legacy is None):
+        raise InputError("name either a bundle FILE or --legacy DIR")
+    if legacy is not None:
+        _import_legacy(ctx, legacy, as_json)
+        return
+    from ledger.bundle import import_bundle
+
+    result = import_bundle(open_store(ctx), input_path(file, "FILE"))
+    status = "imported" if result.events_imported else "unchanged"
+    if as_json:
+        emit_json(
+            {
+                "status": status,
+                "run_id": result.run_id,
+                "origin": result.origin,
+                "events_in_bundle": result.events_in_bundle,
+                "events_imported": result.events_imported,
+                "first_seq": result.first_seq,
+                "last_seq": result.last_seq,
+            }
+        )
+    elif result.events_imported:
+        say(
+            f"imported run {result.run_id} from {result.origin}: {result.events_imported} events "
+            f"(seq {result.first_seq}-{result.last_seq})"
+        )
+    else:
+        say(f"run {result.run_id} is already in the ledger with these events; nothing to import")
+
+
+def _import_legacy(ctx: typer.Context, legacy: str, as_json: bool) -> None:
+    from ledger.legacy import LegacyRejected, import_legacy
+
+    try:
+        result = import_legacy(open_store(ctx), input_path(legacy, "--legacy"))
+    except LegacyRejected as exc:
+        if not as_json:
+            raise
+        error(exc.message, exc.exit_code, as_json=False)
+        emit_json(
+            {
+                "status": "error",
+                "error": exc.message,
+                "exit_code": exc.exit_code,
+                "run_id": exc.run_id,
+                "disagreements": exc.problems,
+            }
+        )
+        raise typer.Exit(exc.exit_code) from None
+    if as_json:
+        emit_json(
+            {
+                "status": result.status,
+                "run_id": result.run_id,
+                "rounds": result.rounds,
+                "events": result.events,
+                "decisions": result.decisions,
+                "concluded": result.concluded,
+                "conclusion": result.conclusion,
+                "best_kernel_sha256": result.best_kernel_sha256,
+                "legacy_files": result.legacy_files,
+            }
+        )
+    elif result.status == "imported":
+        say(
+            f"imported legacy run {result.run_id}: {result.rounds} rounds "
+            f"({', '.join(result.decisions) or 'none'}), {result.events} events"
+            + (f", concluded {result.conclusion}" if result.concluded else "")
+        )
+    else:
+        say(f"legacy run {result.run_id} is already in the ledger; nothing to import")
+
+
+# --- check-merge ---------------------------------------------------------------------------
+
+
+def check_merge(
+    ctx: typer.Context,
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run the kernel comes from."),
+    kernel: str = typer.Option(..., "--kernel", metavar="PATH", help="The kernel file to merge."),
+    checkpoint: str = CHECKPOINT,
+    verifier_key: str = VERIFIER_KEY,
+    strict_artifacts: bool = typer.Option(
+        False, "--strict-artifacts", help="Changed or missing evidence files fail the gate."
+    ),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print a summary fit for a pull-request comment."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """The pre-merge gate: exit 0 only if the run concluded passed, the file is its best
+    kernel, the run verifies and the pinned checkpoint (if given) holds.
+
+    Example: kernel-ledger check-merge --run softmax-demo-001 --kernel src/softmax.py --markdown
+    """
+    from ledger.gate import check_merge as gate
+
+    note = _note(checkpoint)
+    key = _key(verifier_key, "--verifier-key")
+    if key is not None and note is None:
+        from ledger.errors import InputError
+
+        raise InputError("--verifier-key needs --checkpoint")
+    result = gate(
+        open_store(ctx),
+        run,
+        input_path(kernel, "--kernel"),
+        pinned_note=note,
+        verifier_key=key,
+        strict_artifacts=strict_artifacts,
+    )
+    if as_json:
+        body = result.as_dict()
+        if markdown:
+            body["markdown"] = result.markdown()
+        emit_json(body)
+    elif markdown:
+        sys.stdout.write(result.markdown())
+    else:
+        verdict = "passed" if result.ok else "FAILED"
+        say(f"check-merge {verdict}: run {result.run_id}, kernel {result.kernel_path}")
+        for name, status in result.checks.items():
+            say(f"  {name:<11} {status}")
+        for reason in result.reasons:
+            say(f"  - {reason}")
+        for note_text in result.notes:
+            say(f"  note: {note_text}")
+    if not result.ok:
+        more = f" (and {len(result.reasons) - 1} more)" if len(result.reasons) > 1 else ""
+        sys.stderr.write(f"Error: check-merge failed: {result.reasons[0]}{more}\n")
+        raise typer.Exit(1)
+
+
+# --- checkout ------------------------------------------------------------------------------
+
+
+def checkout(
+    ctx: typer.Context,
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run to restore from."),
+    round_no: int = typer.Option(
+        None, "--round", metavar="N", help="Round N's candidate (0: the starting kernel)."
+    ),
+    out: str = typer.Option(
+        None, "--out", metavar="PATH", help="Write the kernel here (default: stdout)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite a different existing file."),
+    as_json: bool = JSON,
+) -> None:
+    """Restore the best kernel (or a round's candidate) byte for byte from the ledger.
+
+    Example: kernel-ledger checkout --run softmax-demo-001 --out src/softmax.py
+    """
+    from ledger.errors import InputError
+    from ledger.gate import restore_kernel, write_kernel
+
+    if out is None and as_json:
+        raise InputError("--json prints a JSON object; name the kernel file with --out")
+    restored = restore_kernel(open_store(ctx), run, round_no)
+    if out is None:
+        sys.stdout.flush()
+        if hasattr(sys.stdout, "buffer"):
+            sys.stdout.buffer.write(restored.content)
+            sys.stdout.buffer.flush()
+        else:  # a text-only stream (tests): the source as text
+            sys.stdout.write(restored.content.decode("utf-8", errors="replace"))
+        return
+    written = write_kernel(Path(out), restored.content, force=force)
+    if as_json:
+        emit_json(
+            {
+                "status": "ok",
+                "run_id": restored.run_id,
+                "round": restored.round,
+                "sha256": restored.sha256,
+                "recorded_path": restored.recorded_path,
+                "path": str(written),
+                "bytes": len(restored.content),
+            }
+        )
+    else:
+        say(
+            f"restored round {restored.round}'s kernel {restored.sha256[:12]} of run "
+            f"{restored.run_id} to {written} ({len(restored.content)} bytes)"
+        )

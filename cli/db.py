@@ -1,13 +1,15 @@
-"""db upgrade / db current: schema migrations."""
+"""db upgrade / current / copy / grant: schema migrations, moving a ledger, roles."""
 
 from __future__ import annotations
+
+import sys
 
 import typer
 
 from cli.common import JSON, open_store
-from cli.output import emit_json, say
+from cli.output import emit_json, progress, say
 
-app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
+app = typer.Typer(help="Schema migrations, moving a ledger, database roles.", no_args_is_help=True)
 
 
 @app.command("upgrade")
@@ -48,3 +50,101 @@ def current(ctx: typer.Context, as_json: bool = JSON) -> None:
         )
     else:
         say(f"revision {revision or 'none'} (head {HEAD_REVISION})")
+
+
+@app.command("copy")
+def copy(
+    ctx: typer.Context,
+    to: str = typer.Option(..., "--to", metavar="URL", help="The empty ledger to copy into."),
+    as_json: bool = JSON,
+) -> None:
+    """Copy this ledger into an empty one (SQLite <-> PostgreSQL), preserving every hash.
+
+    Events are copied verbatim (same seq, ids, hashes and payload bytes), with the blobs,
+    stored checkpoints and the ledger id; the projections are rebuilt on the target. A
+    missing SQLite file or an empty PostgreSQL database is created or migrated first; a
+    ledger that holds anything is refused.
+
+    Example: kernel-ledger --db sqlite:///ledger.sqlite3 db copy --to postgresql+psycopg://owner@db/ledger
+    """
+    from ledger.store.copy import copy_ledger, open_target
+
+    if not to or not to.strip():
+        from ledger.errors import InputError
+
+        raise InputError("--to needs a database URL")
+    source = open_store(ctx.parent or ctx)
+    target = open_target(source, to)
+    show_progress = not as_json and sys.stderr.isatty()
+
+    def on_progress(done: int, total: int) -> None:
+        if show_progress and total:
+            progress(f"\rcopying {done}/{total} events")
+
+    result = copy_ledger(source, target, on_progress=on_progress)
+    if show_progress:
+        progress("\n")
+    if as_json:
+        emit_json(
+            {
+                "status": "ok",
+                "from": source.shown_url,
+                "to": target.shown_url,
+                "ledger_id": result.ledger_id,
+                "events": result.events,
+                "blobs": result.blobs,
+                "runs": result.runs,
+                "other_rows": result.other_rows,
+                "tree_size": result.tree_size,
+                "tree_root": result.tree_root,
+            }
+        )
+    else:
+        others = ", ".join(f"{name} {n}" for name, n in result.other_rows.items())
+        say(
+            f"copied {result.events} events, {result.blobs} blobs and rows ({others}) to "
+            f"{target.shown_url} and rebuilt the projections of {result.runs} run(s)\n"
+            f"ledger {result.ledger_id}, tree size {result.tree_size}, root "
+            f"{result.tree_root}\nnext: kernel-ledger --db '{target.shown_url}' verify"
+        )
+
+
+@app.command("grant")
+def grant(
+    ctx: typer.Context,
+    role: str = typer.Option(..., "--role", metavar="NAME", help="The application role."),
+    sql: bool = typer.Option(False, "--sql", help="Print the SQL instead of running it."),
+    as_json: bool = JSON,
+) -> None:
+    """Give a PostgreSQL role the application's least privileges on this ledger.
+
+    SELECT and INSERT on the log (events, blobs, ledger_info), SELECT, INSERT and UPDATE on
+    the projection tables, SELECT on alembic_version; nothing else. Run it as the owner,
+    after every db upgrade. --sql prints the statements and connects to nothing.
+
+    Example: kernel-ledger --db postgresql+psycopg://owner@db/ledger db grant --role kledger_app
+    """
+    from ledger.store import roles
+
+    if sql:
+        statements = roles.grant_statements(role)
+        if as_json:
+            emit_json({"status": "ok", "role": role, "sql": statements})
+        else:
+            say("\n".join(f"{s};" for s in ("BEGIN", *statements, "COMMIT")))
+        return
+    result = roles.grant(open_store(ctx.parent or ctx), role)
+    if as_json:
+        emit_json(
+            {
+                "status": "ok",
+                "role": result.role,
+                "owner": result.owner,
+                "schema": result.schema,
+                "grants": {table: list(p) for table, p in result.grants.items()},
+            }
+        )
+    else:
+        say(f"granted {result.role} the application privileges on schema {result.schema}:")
+        for table, allowed in result.grants.items():
+            say(f"  {table}: {', '.join(allowed)}")

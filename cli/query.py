@@ -6,7 +6,7 @@ from datetime import datetime
 
 import typer
 
-from cli.common import JSON, open_service
+from cli.common import JSON, open_service, open_store
 from cli.output import emit_json, pct, say, table
 
 DECISIONS = ("KEEP", "DISCARD", "NOISE", "FAIL")
@@ -29,9 +29,11 @@ def status(
     from ledger.projections import as_dict
     from ledger.store.eventstore import list_runs
 
-    service = open_service(ctx)
+    # A read of the projection rows: the store alone, so start-up does not import the
+    # service's input models and controller (see docs/benchmarks.md, start-up).
+    store = open_store(ctx)
     if run is None:
-        with service.store.transaction() as conn:
+        with store.transaction() as conn:
             rows = list_runs(conn)
         if as_json:
             emit_json({"status": "ok", "runs": [as_dict(r) for r in rows]})
@@ -58,7 +60,12 @@ def status(
             )
         )
         return
-    view = service.view(run)
+    with store.transaction() as conn:
+        view = store.load_view(conn, run)
+    if view is None:
+        from ledger.errors import InputError
+
+        raise InputError(f"run {run!r} is not in the ledger")
     r = view.run
     if as_json:
         emit_json(

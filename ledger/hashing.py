@@ -1,20 +1,26 @@
 """Canonical bytes and hashes.
 
-Payloads are canonicalized once, at append, with RFC 8785 (the `rfc8785` package) and those
-exact bytes are stored. The event hash is SHA-256 over the RFC 8785 form of the event's
-identity and content; because the stored payload already *is* canonical, the envelope is
-assembled around those bytes instead of re-canonicalizing the payload. `envelope_bytes`
-is property-tested byte-equal to `rfc8785.dumps` of the whole envelope.
+Payloads are canonicalized once, at append, to RFC 8785 bytes, and those exact bytes are
+stored. The event hash is SHA-256 over the RFC 8785 form of the event's identity and content;
+because the stored payload already *is* canonical, the envelope is assembled around those
+bytes instead of re-canonicalizing the payload. `envelope_bytes` is property-tested
+byte-equal to `rfc8785.dumps` of the whole envelope.
+
+`canonical` is the fast path: the standard library's C JSON encoder (sorted keys, no
+whitespace, UTF-8) produces RFC 8785 bytes for almost every value; the few constructs where
+the two differ are recognised in the encoder's output and handled exactly, or the value is
+handed to the `rfc8785` package, which stays the oracle (tests/unit/test_fast_canonical.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from collections.abc import Mapping
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
-
-import rfc8785
 
 from ledger.errors import InputError
 
@@ -22,16 +28,106 @@ ZERO_HASH = "0" * 64
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
-def canonical(value: Any) -> bytes:
+def canonical(value: Any, *, string_keys: bool = False) -> bytes:
     """RFC 8785 bytes of a JSON value.
+
+    `string_keys=True` vouches that every object key is a `str` (as in pydantic's JSON-mode
+    dumps, which turn every key into a string) and skips that check.
 
     >>> canonical({"b": 1.0, "a": [True, None]})
     b'{"a":[true,null],"b":1}'
     """
+    fast = _fast_canonical(value, string_keys)
+    if fast is not None:
+        return fast
+    import rfc8785  # the oracle, for the rare values the fast path declines
+
     try:
         return rfc8785.dumps(value)
     except rfc8785.CanonicalizationError as exc:
         raise InputError(f"value cannot be stored as canonical JSON: {exc}") from exc
+
+
+# check_circular=False: a cycle then ends in RecursionError, and the oracle says the same.
+_encode = json.JSONEncoder(
+    ensure_ascii=False,
+    allow_nan=False,
+    sort_keys=True,
+    separators=(",", ":"),
+    check_circular=False,
+).encode
+_CONTAINERS = (dict, list, tuple)
+_LONG_INTEGER = re.compile(r"[,:\[]-?\d{16}")  # 16 digits that start a number
+_NEGATIVE_ZERO = re.compile(r"-0\.0(?!\d)")
+# An integral float is written "2.0" by Python and "2" by RFC 8785; outside strings ".0" can
+# only end such a number, and a number is always followed by one of these three characters.
+_INTEGRAL_ENDS = ((".0,", ","), (".0]", "]"), (".0}", "}"))
+
+
+def _fast_canonical(value: Any, string_keys: bool = False) -> bytes | None:
+    """RFC 8785 bytes from the C JSON encoder, or None where its output may differ.
+
+    The encoder and RFC 8785 agree on literals, integers, string escapes (both escape `"`,
+    `\\` and U+0000-U+001F the same way and nothing else) and, for BMP-only keys, on key
+    order. They differ on: integral floats ("2.0" vs "2"), exponent notation (Python from
+    1e16 and below 1e-4, RFC 8785 from 1e21 and below 1e-6), negative zero, integers beyond
+    2^53-1 (refused by RFC 8785), keys ordered by UTF-16 code units when characters beyond
+    U+FFFF occur, lone surrogates (refused) and non-string keys (refused). Integral floats are
+    rewritten here; every other case returns None.
+    """
+    if not isinstance(value, _CONTAINERS):
+        return None  # a lone scalar: rare, and the oracle is quick at it
+    try:
+        text = _encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return None  # not JSON (or NaN/Infinity): let the oracle say why
+    if '\\"' in text:
+        return None  # a string holds a quote or ends in a backslash: splitting below would lie
+    if not text.isascii():
+        try:
+            if len(text.encode("utf-16-le")) != 2 * len(text):
+                return None  # characters beyond U+FFFF: UTF-16 key order may differ
+        except UnicodeEncodeError:
+            return None  # a lone surrogate
+    if not string_keys and not _string_keys(value):
+        return None
+    outside = "".join(text.split('"')[::2])  # everything but the strings' contents
+    if "e+" in outside or "e-" in outside:
+        return None  # exponent notation
+    if "-0.0" in outside and _NEGATIVE_ZERO.search(outside):
+        return None
+    if len(outside) >= 16 and _LONG_INTEGER.search(outside):
+        return None  # an integer that may be beyond 2^53-1
+    if ".0" in outside:
+        if all(outside.count(old) == text.count(old) for old, _ in _INTEGRAL_ENDS):
+            for old, new in _INTEGRAL_ENDS:
+                text = text.replace(old, new)
+        else:  # a string holds the same characters: repair between the strings only
+            parts = text.split('"')
+            parts[::2] = [_integral(part) for part in parts[::2]]
+            text = '"'.join(parts)
+    return text.encode()
+
+
+def _integral(outside: str) -> str:
+    for old, new in _INTEGRAL_ENDS:
+        outside = outside.replace(old, new)
+    return outside
+
+
+def _string_keys(value: Any) -> bool:
+    """True when every object key in the (already encodable, so acyclic) value is a str."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    return False
+            stack.extend([v for v in item.values() if isinstance(v, _CONTAINERS)])
+        else:
+            stack.extend([v for v in item if isinstance(v, _CONTAINERS)])
+    return True
 
 
 def sha256_hex(data: bytes) -> str:
@@ -50,7 +146,13 @@ def sha256_file(path: Path) -> tuple[str, int]:
 
 
 def _string(value: str) -> bytes:
-    return rfc8785.dumps(value)
+    """RFC 8785 bytes of one string (the same escapes as the C encoder's)."""
+    try:
+        return encode_basestring(value).encode()
+    except UnicodeEncodeError:
+        import rfc8785
+
+        return rfc8785.dumps(value)  # raises the oracle's error for a lone surrogate
 
 
 def envelope_bytes(
@@ -70,35 +172,66 @@ def envelope_bytes(
     event_id, event_type, parent_hash, payload, recorded_at, schema_version, stream_id,
     stream_version.
     """
-    return b"".join(
-        (
-            b'{"event_id":',
-            _string(event_id),
-            b',"event_type":',
-            _string(event_type),
-            b',"parent_hash":',
-            _string(parent_hash),
-            b',"payload":',
-            payload,
-            b',"recorded_at":',
-            _string(recorded_at),
-            b',"schema_version":',
-            str(int(schema_version)).encode(),
-            b',"stream_id":',
-            _string(stream_id),
-            b',"stream_version":',
-            str(int(stream_version)).encode(),
-            b"}",
-        )
+    head, tail = _around_payload(
+        stream_id, stream_version, event_id, event_type, schema_version, recorded_at, parent_hash
     )
+    return b"".join((head, payload, tail))
 
 
-def event_hash(**fields: Any) -> str:
-    """SHA-256 (hex) of `envelope_bytes(**fields)`."""
-    return hashlib.sha256(envelope_bytes(**fields)).hexdigest()
+def event_hash(
+    *,
+    stream_id: str,
+    stream_version: int,
+    event_id: str,
+    event_type: str,
+    schema_version: int,
+    recorded_at: str,
+    parent_hash: str,
+    payload: bytes,
+) -> str:
+    """SHA-256 (hex) of `envelope_bytes` of the same fields (hashed in three pieces, so the
+    payload is not copied)."""
+    head, tail = _around_payload(
+        stream_id, stream_version, event_id, event_type, schema_version, recorded_at, parent_hash
+    )
+    digest = hashlib.sha256(head)
+    digest.update(payload)
+    digest.update(tail)
+    return digest.hexdigest()
+
+
+def _around_payload(
+    stream_id: str,
+    stream_version: int,
+    event_id: str,
+    event_type: str,
+    schema_version: int,
+    recorded_at: str,
+    parent_hash: str,
+) -> tuple[bytes, bytes]:
+    """The envelope's bytes before and after the payload."""
+    try:
+        head = (
+            f'{{"event_id":{encode_basestring(event_id)},'
+            f'"event_type":{encode_basestring(event_type)},'
+            f'"parent_hash":{encode_basestring(parent_hash)},"payload":'
+        ).encode()
+        tail = (
+            f',"recorded_at":{encode_basestring(recorded_at)},'
+            f'"schema_version":{int(schema_version)},'
+            f'"stream_id":{encode_basestring(stream_id)},'
+            f'"stream_version":{int(stream_version)}}}'
+        ).encode()
+    except UnicodeEncodeError:
+        for text in (event_id, event_type, parent_hash, recorded_at, stream_id):
+            _string(text)  # the oracle's error for the field with a lone surrogate
+        raise
+    return head, tail
 
 
 def envelope_reference(fields: Mapping[str, Any], payload_value: Any) -> bytes:
     """The slow, obvious envelope: re-canonicalize everything. Used as the test oracle and by
     the deep verifier."""
+    import rfc8785
+
     return rfc8785.dumps({**fields, "payload": payload_value})

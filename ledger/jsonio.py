@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from ledger.hashing import MAX_SAFE_INTEGER, sha256_hex
 
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def max_input_bytes() -> int:
@@ -79,7 +81,10 @@ def check_json_value(value: Any, where: str = "") -> None:
         item, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ValueError(f"nesting deeper than {MAX_DEPTH} levels")
-        if isinstance(item, bool) or item is None or isinstance(item, str):
+        if isinstance(item, str):
+            _check_text(item, path or "value")
+            continue
+        if isinstance(item, bool) or item is None:
             continue
         if isinstance(item, int):
             if abs(item) > MAX_SAFE_INTEGER:
@@ -88,9 +93,22 @@ def check_json_value(value: Any, where: str = "") -> None:
             if not math.isfinite(item):
                 raise ValueError(f"{path or 'value'}: number is not finite")
         elif isinstance(item, dict):
+            for key in item:
+                _check_text(key, f"a key in {path or 'the top-level object'}")
             stack.extend((v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in item.items())
         elif isinstance(item, list):
             stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item))
+
+
+def _check_text(text: str, where: str) -> None:
+    """JSON may escape a lone UTF-16 surrogate (\\ud800); that is not Unicode text and can be
+    neither stored as UTF-8 nor canonicalized."""
+    match = _SURROGATE.search(text)
+    if match is not None:
+        raise ValueError(
+            f"{display(where)}: string holds the unpaired surrogate \\u{ord(match.group()):04x}, "
+            "which is not Unicode text"
+        )
 
 
 def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:

@@ -21,10 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import rfc8785
-
 from ledger import projections
 from ledger.controller import conclusion_event, decide_round
+from ledger.errors import InputError
 from ledger.events import (
     Event,
     MeasurementsRecorded,
@@ -36,7 +35,7 @@ from ledger.events import (
     load_event,
 )
 from ledger.evidence import RunEvidence
-from ledger.hashing import ZERO_HASH, sha256_hex
+from ledger.hashing import ZERO_HASH, canonical, sha256_hex
 from ledger.projections import RunView
 from ledger.store.eventstore import Store, StoredEvent
 
@@ -124,9 +123,9 @@ def _check_record(e: StoredEvent, state: _Stream, expected_seq: int | None) -> E
     except (ValueError, UnicodeDecodeError):
         raise _fail(e, "canonical", "payload is not JSON") from None
     try:
-        canonical_bytes = rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError as exc:
-        raise _fail(e, "canonical", f"payload cannot be canonical: {exc}") from None
+        canonical_bytes = canonical(value, string_keys=True)  # json.loads keys are str
+    except InputError as exc:
+        raise _fail(e, "canonical", f"payload cannot be canonical: {exc.__cause__}") from None
     if canonical_bytes != e.payload:
         raise _fail(e, "canonical", "payload bytes are not RFC 8785 canonical")
     try:

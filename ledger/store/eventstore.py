@@ -7,28 +7,46 @@ driver errors into the ledger's own (conflict: exit 3; store unavailable: exit 4
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import functools
 import json
 import os
+import stat
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    select,
+    text,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from ledger.errors import ConflictError, InputError, SchemaOutOfDate, StoreUnavailable
-from ledger.events import Event, load_event
-from ledger.hashing import ZERO_HASH, event_hash, sha256_hex
+from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
+from ledger.jsonio import display
 from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, as_dict
 from ledger.store import schema
 from ledger.store.tables import blobs, events, ledger_info, profiles, rounds, run_cases, runs
 
+if TYPE_CHECKING:  # the event models are imported when an event is read, not at start-up
+    from ledger.events import Event
+
 DEFAULT_DB = "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 PG_APPEND_LOCK = 0x6B6C6564  # "kled": the advisory lock that serializes appends
+LOW_DISK_BYTES = 1024 * 1024  # an I/O error with less free space than this is a full disk
 
 
 def resolve_url(db: str | None) -> str:
@@ -75,6 +93,8 @@ class StoredEvent:
         return json.loads(self.payload)
 
     def event(self) -> Event:
+        from ledger.events import load_event
+
         return load_event(self.event_type, self.schema_version, self.payload_value())
 
     def computed_hash(self) -> str:
@@ -105,17 +125,13 @@ EVENT_COLUMNS = (
 
 
 def _stored(row: Any) -> StoredEvent:
+    """A stored event from a row of EVENT_COLUMNS (positional: this runs once per event
+    read, millions of times in a verify)."""
+    payload = row[7]
+    if type(payload) is not bytes:
+        payload = bytes(payload)
     return StoredEvent(
-        seq=row[0],
-        event_id=row[1],
-        stream_id=row[2],
-        stream_version=row[3],
-        event_type=row[4],
-        schema_version=row[5],
-        recorded_at=row[6],
-        payload=bytes(row[7]),
-        parent_hash=row[8],
-        event_hash=row[9],
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], payload, row[8], row[9]
     )
 
 
@@ -138,28 +154,96 @@ class Store:
             raise InputError(f"--db must be a sqlite:// or postgresql+psycopg:// URL, not {url!r}")
         self.shown_url = parsed.render_as_string(hide_password=True)
         self.timeout = busy_timeout_s()
+        self.path = _sqlite_file(parsed) if self.dialect == "sqlite" else None
+        if self.path is not None:
+            parsed = parsed.set(database=str(self.path))  # exactly the file inspected here
+            if self._inspect_file(create=create):
+                self._create_sqlite_ledger(parsed, self.path)
         self.engine = self._engine(parsed)
         if check_schema:
             self._check_schema(create=create)
 
     # --- opening -------------------------------------------------------------------------
 
+    def _inspect_file(self, *, create: bool) -> bool:
+        """Check a SQLite ledger file before opening it; True when a new one must be made.
+
+        A file that SQLite would silently treat as a new, empty database is refused instead:
+        an empty (0-byte) file is a truncated ledger or an interrupted creation, and a
+        missing file whose write-ahead log is still there was deleted while in use. Either
+        way a new ledger in its place would hide the loss.
+        """
+        path = self.path
+        assert path is not None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot create the ledger folder {display(path.parent)}: {exc.strerror or exc}"
+            ) from None
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            leftovers = [p for p in _companions(path) if os.path.lexists(p)]
+            if leftovers:
+                raise StoreUnavailable(
+                    f"the ledger file {display(path)} is missing but {display(leftovers[0])} "
+                    "is still there: the ledger was deleted or moved while in use; nothing "
+                    "was created. Restore the file, or delete its -wal and -shm files to "
+                    "start a new ledger"
+                ) from None
+            if not create:
+                raise StoreUnavailable(f"there is no ledger at {display(path)}") from None
+            return True
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot open the ledger at {self.shown_url}: {exc.strerror or exc}"
+            ) from None
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreUnavailable(f"the ledger path {display(path)} is not a regular file")
+        wal = Path(f"{path}-wal")
+        if info.st_size == 0 and not (wal.exists() and wal.stat().st_size > 0):
+            raise StoreUnavailable(
+                f"the ledger file {display(path)} is empty (0 bytes): it was truncated, or "
+                "its creation was interrupted; nothing was read or written. Restore it from "
+                "a backup, or delete it if it never held events"
+            )
+        return False
+
+    def _create_sqlite_ledger(self, parsed, path: Path) -> None:
+        """Make a new ledger at head beside `path`, then link it into place: no process ever
+        sees a half-made ledger (or an empty file) at `path`."""
+        temp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        self.engine = self._engine(parsed.set(database=str(temp)))
+        try:
+            with self.transaction(write=True) as conn:
+                schema.upgrade(conn)
+            self.engine.dispose()
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                    raise StoreUnavailable(
+                        f"cannot create the ledger at {display(path)}: {exc.strerror or exc}"
+                    ) from None
+                if not path.exists():  # no hard links on this file system
+                    os.replace(temp, path)
+        finally:
+            self.engine.dispose()
+            for leftover in (temp, *_companions(temp)):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+
     def _engine(self, parsed) -> Engine:
         if self.dialect == "sqlite":
-            database = parsed.database or ""
-            if database and database != ":memory:" and not database.startswith("file:"):
-                folder = Path(database).expanduser().parent
-                try:
-                    folder.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise StoreUnavailable(
-                        f"cannot create the ledger folder {folder}: {exc.strerror or exc}"
-                    ) from None
             engine = create_engine(parsed, connect_args={"timeout": self.timeout})
             timeout_ms = int(self.timeout * 1000)
+            database = parsed.database
 
             @event.listens_for(engine, "connect")
-            def _connect(dbapi_connection, _record) -> None:
+            def _connect(dbapi_connection, record) -> None:
                 dbapi_connection.isolation_level = None
                 cursor = dbapi_connection.cursor()
                 cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
@@ -167,6 +251,8 @@ class Store:
                 cursor.execute("PRAGMA synchronous = FULL")
                 cursor.execute("PRAGMA foreign_keys = ON")
                 cursor.close()
+                if self.path is not None:  # which file this connection has open
+                    record.info["ledger_file"] = (database, _file_identity(Path(database)))
 
             @event.listens_for(engine, "begin")
             def _begin(conn: Connection) -> None:
@@ -234,7 +320,12 @@ class Store:
         """The one way to open a transaction: commit, roll back, close, translate errors."""
         try:
             with self.engine.connect() as base:
-                conn = base.execution_options(ledger_write=write)
+                options: dict[str, Any] = {"ledger_write": write}
+                if not write and self.dialect == "postgresql":
+                    # one snapshot for every statement of a read: `verify` and the service's
+                    # reads must not see a writer's commit halfway (SQLite's WAL already does)
+                    options["isolation_level"] = "REPEATABLE READ"
+                conn = base.execution_options(**options)
                 with conn.begin():
                     if write and self.dialect == "postgresql":
                         conn.exec_driver_sql(
@@ -244,6 +335,8 @@ class Store:
                             text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_APPEND_LOCK}
                         )
                     yield conn
+                    if write and self.path is not None:
+                        self._refuse_if_replaced(conn)
         except (ConflictError, InputError, StoreUnavailable):
             raise
         except sa_exc.IntegrityError as exc:
@@ -254,9 +347,19 @@ class Store:
         except sa_exc.OperationalError as exc:
             raise self._operational(exc) from None
         except sa_exc.DBAPIError as exc:
-            raise StoreUnavailable(
+            raise self._sqlite_fault(exc) or StoreUnavailable(
                 f"the ledger at {self.shown_url} failed: {_describe(exc)}"
             ) from None
+
+    def _refuse_if_replaced(self, conn: Connection) -> None:
+        """Before a commit: the file this connection writes must still be the ledger file.
+        A ledger deleted or replaced while in use would take the append with it."""
+        opened = conn.info.get("ledger_file")
+        if opened is not None and _file_identity(Path(opened[0])) != opened[1]:
+            raise StoreUnavailable(
+                f"the ledger file {display(opened[0])} was deleted or replaced while this "
+                "command was using it; nothing was written"
+            )
 
     def _operational(self, exc: sa_exc.OperationalError) -> Exception:
         text_ = _describe(exc)
@@ -266,17 +369,61 @@ class Store:
                 f"the ledger is busy: another writer held it for more than {self.timeout:g} s; "
                 "nothing was written, retry"
             )
+        fault = self._sqlite_fault(exc)
+        if fault is not None:
+            return fault
         return StoreUnavailable(f"the ledger at {self.shown_url} is unavailable: {text_}")
+
+    def _sqlite_fault(self, exc: sa_exc.DBAPIError) -> StoreUnavailable | None:
+        """A clear sentence for what SQLite reports about the file it stores the ledger in:
+        read-only, cannot be opened, disk full, not a database, damaged."""
+        if self.path is None:
+            return None
+        name = getattr(exc.orig, "sqlite_errorname", "") or ""
+        text_ = _describe(exc)
+        where = f"the ledger at {self.shown_url}"
+        folder = self.path.parent
+        free = _free_bytes(folder)
+        if name.startswith("SQLITE_FULL") or (
+            name.startswith("SQLITE_IOERR") and free is not None and free < LOW_DISK_BYTES
+        ):
+            return StoreUnavailable(
+                f"the disk holding {where} is full ({free} bytes free; SQLite said: {text_}); "
+                "nothing was written, free some space and retry"
+            )
+        if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+            if _read_only_fs(folder):
+                why = f"the file system holding {display(folder)} is mounted read-only"
+            elif not os.access(folder, os.W_OK):
+                why = f"the folder {display(folder)} is not writable"
+            elif self.path.exists() and not os.access(self.path, os.W_OK):
+                why = f"the file {display(self.path)} is not writable"
+            else:
+                why = text_
+            verb = "cannot write" if name.startswith("SQLITE_READONLY") else "cannot open"
+            return StoreUnavailable(
+                f"{verb} {where}: {why} (SQLite keeps {self.path.name}-wal and "
+                f"{self.path.name}-shm beside the ledger and must be able to write all three); "
+                "nothing was written"
+            )
+        if name.startswith("SQLITE_NOTADB"):
+            return StoreUnavailable(
+                f"{display(self.path)} is not a SQLite database ({text_}): the ledger file was "
+                "overwritten or damaged; nothing was written. Restore it from a backup"
+            )
+        if name.startswith("SQLITE_CORRUPT"):
+            return StoreUnavailable(
+                f"the ledger file {display(self.path)} is damaged ({text_}); nothing was "
+                "written. Restore it from a backup"
+            )
+        if name.startswith("SQLITE_IOERR"):
+            return StoreUnavailable(f"{where} had a disk I/O error ({text_}); nothing was written")
+        return None
 
     # --- events --------------------------------------------------------------------------
 
     def stream_head(self, conn: Connection, stream_id: str) -> tuple[int, str]:
-        row = conn.execute(
-            select(events.c.stream_version, events.c.event_hash)
-            .where(events.c.stream_id == stream_id)
-            .order_by(events.c.stream_version.desc())
-            .limit(1)
-        ).first()
+        row = conn.execute(_STREAM_HEAD, {"stream": stream_id}).first()
         return (row[0], row[1]) if row else (0, ZERO_HASH)
 
     def append(
@@ -296,32 +443,46 @@ class Store:
                 f"run {stream_id} is at version {version}, not {expected_version}: another "
                 "writer recorded first; nothing was written, retry with fresh state"
             )
-        seq = conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one()
+        if not batch:
+            return []
+        seq = conn.execute(_LAST_SEQ).scalar_one()
         rows = []
         stored = []
         for item in batch:
             seq += 1
             version += 1
-            payload = item.event.canonical_payload()
-            record = StoredEvent(
-                seq=seq,
-                event_id=item.event_id,
+            event_type = item.event.event_type
+            schema_version = item.event.schema_version
+            # = item.event.canonical_payload(), minus a key check: JSON-mode dumps have str keys
+            payload = canonical(item.event.payload(), string_keys=True)
+            digest = event_hash(
                 stream_id=stream_id,
                 stream_version=version,
-                event_type=item.event.event_type,
-                schema_version=item.event.schema_version,
+                event_id=item.event_id,
+                event_type=event_type,
+                schema_version=schema_version,
                 recorded_at=item.recorded_at,
-                payload=payload,
                 parent_hash=parent,
-                event_hash="",
+                payload=payload,
             )
-            digest = record.computed_hash()
-            record = StoredEvent(**{**_fields(record), "event_hash": digest})
+            row = (
+                seq,
+                item.event_id,
+                stream_id,
+                version,
+                event_type,
+                schema_version,
+                item.recorded_at,
+                payload,
+                parent,
+                digest,
+            )
+            rows.append(row)
+            stored.append(StoredEvent(*row))
             parent = digest
-            stored.append(record)
-            rows.append(_fields(record))
-        if rows:
-            conn.execute(events.insert(), rows)
+        # The driver's executemany, without a per-row pass through SQLAlchemy's parameter
+        # processing: the rows are plain str, int and bytes already.
+        conn.exec_driver_sql(_insert_events_sql(conn), rows)
         return stored
 
     def _already_appended(
@@ -369,11 +530,9 @@ class Store:
     def iter_events(self, conn: Connection, *, batch: int = 2000, stream_id: str | None = None):
         """Every event in seq order, read in keyset-paged batches (bounded memory)."""
         last = 0
+        query = _EVENTS_PAGE if stream_id is None else _STREAM_PAGE
         while True:
-            query = select(*EVENT_COLUMNS).where(events.c.seq > last)
-            if stream_id is not None:
-                query = query.where(events.c.stream_id == stream_id)
-            page = conn.execute(query.order_by(events.c.seq).limit(batch)).all()
+            page = conn.execute(query, {"last": last, "stream": stream_id, "n": batch}).all()
             if not page:
                 return
             for row in page:
@@ -391,11 +550,26 @@ class Store:
     # --- blobs ---------------------------------------------------------------------------
 
     def put_blob(self, conn: Connection, data: bytes) -> str:
-        digest = sha256_hex(data)
-        present = conn.execute(select(blobs.c.sha256).where(blobs.c.sha256 == digest)).first()
-        if present is None:
-            conn.execute(blobs.insert().values(sha256=digest, size=len(data), content=data))
-        return digest
+        return self.put_blobs(conn, [data])[0]
+
+    def put_blobs(self, conn: Connection, contents: Sequence[bytes]) -> list[str]:
+        """Store each content under its sha256 unless it is stored already (one query to
+        find the new ones, one executemany to insert them); returns the digests in order."""
+        digests = [sha256_hex(data) for data in contents]
+        new = dict(zip(digests, contents, strict=True))
+        if new:
+            present = conn.execute(
+                select(blobs.c.sha256).where(blobs.c.sha256.in_(bindparam("d", expanding=True))),
+                {"d": list(new)},
+            ).scalars()
+            for digest in present:
+                del new[digest]
+        if new:
+            conn.execute(
+                blobs.insert(),
+                [{"sha256": d, "size": len(data), "content": data} for d, data in new.items()],
+            )
+        return digests
 
     def get_blob(self, conn: Connection, digest: str) -> bytes | None:
         row = conn.execute(select(blobs.c.content).where(blobs.c.sha256 == digest)).first()
@@ -408,28 +582,28 @@ class Store:
     # --- projections ---------------------------------------------------------------------
 
     def load_view(self, conn: Connection, run_id: str) -> RunView | None:
-        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+        row = conn.execute(_RUN_ROW, {"run": run_id}).first()
         if row is None:
             return None
-        cases = conn.execute(
-            select(run_cases).where(run_cases.c.run_id == run_id).order_by(run_cases.c.position)
-        ).mappings()
-        return RunView(run=RunRow(**row), cases=tuple(CaseRow(**c) for c in cases))
+        cases = conn.execute(_CASE_ROWS, {"run": run_id})
+        return RunView(run=RunRow(*row), cases=tuple(CaseRow(*c) for c in cases))
 
     def save_view(self, conn: Connection, before: RunView | None, after: RunView) -> None:
+        # Statements are built once (module level) and take their values as parameters, so
+        # SQLAlchemy compiles each one once instead of once per call.
         run_id = after.run.run_id
         if before is None:
-            conn.execute(runs.insert().values(**as_dict(after.run)))
+            conn.execute(runs.insert(), as_dict(after.run))
             conn.execute(run_cases.insert(), [as_dict(c) for c in after.cases])
         else:
-            conn.execute(runs.update().where(runs.c.run_id == run_id).values(**as_dict(after.run)))
-            for old, new in zip(before.cases, after.cases, strict=True):
-                if old != new:
-                    conn.execute(
-                        run_cases.update()
-                        .where(run_cases.c.run_id == run_id, run_cases.c.position == new.position)
-                        .values(**as_dict(new))
-                    )
+            conn.execute(_UPDATE_RUN, {**as_dict(after.run), "key_run": run_id})
+            changed = [
+                {**as_dict(new), "key_run": run_id, "key_position": new.position}
+                for old, new in zip(before.cases, after.cases, strict=True)
+                if old != new
+            ]
+            if changed:
+                conn.execute(_UPDATE_CASE, changed)
         added = after.rounds[len(before.rounds) if before else 0 :]
         if added:
             conn.execute(rounds.insert(), [as_dict(r) for r in added])
@@ -444,19 +618,13 @@ class Store:
         view = self.load_view(conn, run_id)
         if view is None:
             return None
-        rows = conn.execute(
-            select(rounds).where(rounds.c.run_id == run_id).order_by(rounds.c.round)
-        ).mappings()
-        found = conn.execute(
-            select(profiles)
-            .where(profiles.c.run_id == run_id)
-            .order_by(profiles.c.stream_version)
-        ).mappings()
+        rows = conn.execute(_RUN_ROUNDS, {"run": run_id})
+        found = conn.execute(_RUN_PROFILES, {"run": run_id})
         return RunView(
             run=view.run,
             cases=view.cases,
-            rounds=tuple(RoundRow(**r) for r in rows),
-            profiles=tuple(ProfileRow(**p) for p in found),
+            rounds=tuple(RoundRow(*r) for r in rows),
+            profiles=tuple(ProfileRow(*p) for p in found),
         )
 
     def clear_projections(self, conn: Connection) -> None:
@@ -464,8 +632,93 @@ class Store:
             conn.execute(table.delete())
 
 
-def _fields(record: StoredEvent) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in StoredEvent.__slots__}
+def _sqlite_file(parsed) -> Path | None:
+    """The file of a SQLite URL; None for in-memory and `file:` URI databases."""
+    database = parsed.database or ""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database).expanduser().absolute()
+
+
+def _companions(path: Path) -> tuple[Path, Path]:
+    return Path(f"{path}-wal"), Path(f"{path}-shm")
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
+
+
+def _read_only_fs(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+_EVENT_COLUMN_NAMES = ", ".join(c.name for c in EVENT_COLUMNS)
+_STREAM_HEAD = (
+    select(events.c.stream_version, events.c.event_hash)
+    .where(events.c.stream_id == bindparam("stream"))
+    .order_by(events.c.stream_version.desc())
+    .limit(1)
+)
+_EVENTS_PAGE = (
+    select(*EVENT_COLUMNS)
+    .where(events.c.seq > bindparam("last"))
+    .order_by(events.c.seq)
+    .limit(bindparam("n"))
+)
+_STREAM_PAGE = (
+    select(*EVENT_COLUMNS)
+    .where(events.c.seq > bindparam("last"), events.c.stream_id == bindparam("stream"))
+    .order_by(events.c.seq)
+    .limit(bindparam("n"))
+)
+_LAST_SEQ = select(func.coalesce(func.max(events.c.seq), 0))
+_RUN_ROW = select(*(runs.c[name] for name in RunRow.__slots__)).where(
+    runs.c.run_id == bindparam("run")
+)
+_CASE_ROWS = (
+    select(*(run_cases.c[name] for name in CaseRow.__slots__))
+    .where(run_cases.c.run_id == bindparam("run"))
+    .order_by(run_cases.c.position)
+)
+# Projection rows are read positionally, in the order of their dataclass's fields: building
+# them from mappings cost more than the query itself for the small results history returns.
+_ROUND_COLUMNS = tuple(rounds.c[name] for name in RoundRow.__slots__)
+_RUN_ROUNDS = (
+    select(*_ROUND_COLUMNS).where(rounds.c.run_id == bindparam("run")).order_by(rounds.c.round)
+)
+_RUN_PROFILES = (
+    select(*(profiles.c[name] for name in ProfileRow.__slots__))
+    .where(profiles.c.run_id == bindparam("run"))
+    .order_by(profiles.c.stream_version)
+)
+_ALL_RUNS = select(*(runs.c[name] for name in RunRow.__slots__)).order_by(runs.c.planned_at)
+_UPDATE_RUN = runs.update().where(runs.c.run_id == bindparam("key_run"))
+_UPDATE_CASE = run_cases.update().where(
+    run_cases.c.run_id == bindparam("key_run"),
+    run_cases.c.position == bindparam("key_position"),
+)
+
+
+def _insert_events_sql(conn: Connection) -> str:
+    """INSERT for one events row, in the driver's own parameter style."""
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    marks = ", ".join([mark] * len(EVENT_COLUMNS))
+    return f"INSERT INTO events ({_EVENT_COLUMN_NAMES}) VALUES ({marks})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,45 +737,66 @@ class RoundFilter:
 
 def query_rounds(conn: Connection, f: RoundFilter) -> list[RoundRow]:
     """Rounds across runs from the indexed projection table, oldest first."""
-    query = select(rounds)
-    if f.run_id is not None:
-        query = query.where(rounds.c.run_id == f.run_id)
-    if f.op_name is not None:
-        query = query.where(rounds.c.op_name == f.op_name)
-    if f.soc is not None:
-        query = query.where(rounds.c.soc == f.soc)
-    if f.decision is not None:
-        query = query.where(rounds.c.decision == f.decision)
-    if f.mechanism is not None:
-        query = query.where(rounds.c.mechanism == f.mechanism)
-    if f.bottleneck is not None:
-        query = query.where(rounds.c.bottleneck == f.bottleneck)
-    if f.since is not None:
-        query = query.where(rounds.c.recorded_at >= f.since)
-    if f.until is not None:
-        query = query.where(rounds.c.recorded_at < f.until)
-    if f.search:
-        pattern = "%" + f.search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        query = query.where(
-            rounds.c.hypothesis.ilike(pattern, escape="\\")
-            | rounds.c.change.ilike(pattern, escape="\\")
-        )
-    query = query.order_by(rounds.c.recorded_at, rounds.c.run_id, rounds.c.round)
+    statement, values = rounds_query(f)
+    return [RoundRow(*r) for r in conn.execute(statement, values)]
+
+
+# (filter field, how it compares); a query's shape is which of them are set.
+_ROUND_FILTERS = (
+    ("run_id", lambda v: rounds.c.run_id == v),
+    ("op_name", lambda v: rounds.c.op_name == v),
+    ("soc", lambda v: rounds.c.soc == v),
+    ("decision", lambda v: rounds.c.decision == v),
+    ("mechanism", lambda v: rounds.c.mechanism == v),
+    ("bottleneck", lambda v: rounds.c.bottleneck == v),
+    ("since", lambda v: rounds.c.recorded_at >= v),
+    ("until", lambda v: rounds.c.recorded_at < v),
+    (
+        "search",
+        lambda v: rounds.c.hypothesis.ilike(v, escape="\\") | rounds.c.change.ilike(v, escape="\\"),
+    ),
+)
+
+
+def rounds_query(f: RoundFilter) -> tuple[Any, dict[str, Any]]:
+    """The SELECT behind `query_rounds` and its parameter values (the benchmarks also run it
+    without indexes). One statement per combination of filters, built once: a history query
+    then costs SQLAlchemy no statement building or cache-key work, only the query itself."""
+    values: dict[str, Any] = {}
+    for name, _ in _ROUND_FILTERS:
+        value = getattr(f, name)
+        if value is not None and (name != "search" or value):
+            values[name] = value
+    if "search" in values:
+        escaped = values["search"].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        values["search"] = f"%{escaped}%"
     if f.limit is not None:
-        query = query.limit(f.limit)
-    return [RoundRow(**r) for r in conn.execute(query).mappings()]
+        values["limit"] = f.limit
+    return _rounds_statement(frozenset(values)), values
+
+
+@functools.cache
+def _rounds_statement(shape: frozenset[str]):
+    query = select(*_ROUND_COLUMNS)
+    for name, condition in _ROUND_FILTERS:
+        if name in shape:
+            query = query.where(condition(bindparam(name)))
+    query = query.order_by(rounds.c.recorded_at, rounds.c.run_id, rounds.c.round)
+    if "limit" in shape:
+        query = query.limit(bindparam("limit"))
+    return query
 
 
 def list_runs(conn: Connection) -> list[RunRow]:
-    return [RunRow(**r) for r in conn.execute(select(runs).order_by(runs.c.planned_at)).mappings()]
+    return [RunRow(*r) for r in conn.execute(_ALL_RUNS)]
 
 
 def rounds_with_bottleneck(conn: Connection, bottleneck: str, limit: int) -> list[RoundRow]:
     """The newest rounds whose starting profile had this bottleneck class (indexed)."""
     query = (
-        select(rounds)
+        select(*_ROUND_COLUMNS)
         .where(rounds.c.bottleneck == bottleneck)
         .order_by(rounds.c.recorded_at.desc())
         .limit(limit)
     )
-    return [RoundRow(**r) for r in conn.execute(query).mappings()]
+    return [RoundRow(*r) for r in conn.execute(query)]

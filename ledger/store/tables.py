@@ -138,11 +138,12 @@ rounds = Table(
     Column("flags", Text),
     Column("start_signals", Text),
     Index(None, "op_name", "recorded_at"),
+    Index(None, "op_name", "decision", "recorded_at"),
     Index(None, "decision", "recorded_at"),
     Index(None, "recorded_at"),
     Index(None, "bottleneck", "recorded_at"),
-    Index(None, "mechanism"),
-    Index(None, "soc"),
+    Index(None, "mechanism", "recorded_at"),
+    Index(None, "soc", "recorded_at"),
 )
 
 profiles = Table(
@@ -161,6 +162,20 @@ profiles = Table(
     Column("recorded_at", String(40), nullable=False),
     Index(None, "bottleneck"),
     Index(None, "kernel_sha256"),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("checkpoint_id", Integer, primary_key=True, autoincrement=False),
+    Column("origin", Text, nullable=False),
+    Column("tree_size", Integer, nullable=False),
+    Column("root_hash", String(44), nullable=False),
+    Column("note", Text, nullable=False),
+    Column("signed", Boolean(create_constraint=False), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    CheckConstraint("tree_size >= 0", name="size_not_negative"),
+    Index(None, "tree_size"),
 )
 
 PROJECTION_TABLES = (runs, run_cases, rounds, profiles)

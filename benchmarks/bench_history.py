@@ -1,0 +1,140 @@
+"""4. Filtered cross-run history queries against a full scan of the same rows.
+
+The indexed figure is `query_rounds` (what `kernel-ledger history` runs). The scan is the
+very same SELECT with SQLite told not to use any index on `rounds` (`NOT INDEXED`), so it
+reads every row. Repetitions alternate between the two; results must be identical.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import text
+
+from benchmarks.common import Section, Series, goal, progress, ratios
+from ledger.projections import RoundRow
+from ledger.store.eventstore import RoundFilter, Store, query_rounds, rounds_query
+
+
+def _filters(sample_run: str, middle: str) -> list[tuple[str, RoundFilter]]:
+    start = datetime.fromisoformat(middle[:10]).replace(tzinfo=UTC)
+    since, until = (d.strftime("%Y-%m-%dT%H:%M:%S.%fZ") for d in (start, start + timedelta(1)))
+    filters = [
+        RoundFilter(run_id=sample_run),
+        RoundFilter(op_name="softmax", decision="KEEP", limit=50),
+        RoundFilter(bottleneck="scalar-flow-control", limit=50),
+        RoundFilter(mechanism="NUM_STAGES", limit=50),
+        RoundFilter(soc="Ascend310P3", decision="FAIL", limit=50),
+        RoundFilter(op_name="gelu", since=since, until=until),
+        RoundFilter(decision="KEEP", since=since, until=until),
+    ]
+    return [(_label(f), f) for f in filters]
+
+
+def _label(f: RoundFilter) -> str:
+    """The `history` flags of a filter (a one-day --since/--until window shown as such)."""
+    parts = []
+    for name, value in (
+        ("run", f.run_id),
+        ("op", f.op_name),
+        ("soc", f.soc),
+        ("decision", f.decision),
+        ("bottleneck", f.bottleneck),
+        ("mechanism", f.mechanism),
+        ("limit", f.limit),
+    ):
+        if value is not None:
+            parts.append(f"--{name} {value}")
+    if f.since is not None:
+        parts.append("--since/--until (one day)")
+    return " ".join(parts)
+
+
+def _plan(conn, sql: str, params: tuple) -> str:
+    rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params).all()
+    return "; ".join(str(r[-1]) for r in rows)
+
+
+def measure(url: str, *, repeats: int) -> Section:
+    store = Store(url)
+    section = Section(key="history", title="History queries")
+    with store.transaction() as conn:
+        total = conn.execute(text("SELECT count(*) FROM rounds")).scalar_one()
+        events = store.event_count(conn)
+        sample = conn.execute(
+            text("SELECT run_id FROM runs ORDER BY run_id LIMIT 1 OFFSET :n"),
+            {"n": max(0, conn.execute(text("SELECT count(*) FROM runs")).scalar_one() // 2)},
+        ).scalar_one()
+        middle = conn.execute(  # the day of the median round: the one-day window
+            text("SELECT recorded_at FROM rounds ORDER BY recorded_at LIMIT 1 OFFSET :n"),
+            {"n": total // 2},
+        ).scalar_one()
+    rows = []
+    worst = None
+    for label, f in _filters(sample, middle):
+        statement, values = rounds_query(f)
+        compiled = statement.compile(dialect=store.engine.dialect)
+        sql = str(compiled)
+        params = tuple(values.get(n, compiled.params[n]) for n in compiled.positiontup or ())
+        scan_sql = sql.replace("FROM rounds", "FROM rounds NOT INDEXED", 1)
+        assert scan_sql != sql
+
+        def indexed(f: RoundFilter = f) -> tuple[float, int]:
+            with store.transaction() as conn:
+                start = time.perf_counter()
+                found = query_rounds(conn, f)
+                return time.perf_counter() - start, len(found)
+
+        def scanned(scan_sql: str = scan_sql, params: tuple = params) -> tuple[float, int]:
+            with store.transaction() as conn:
+                start = time.perf_counter()
+                result = conn.exec_driver_sql(scan_sql, params)
+                found = [RoundRow(*r) for r in result]  # the same rows, built the same way
+                return time.perf_counter() - start, len(found)
+
+        fast, slow = Series(), Series()
+        count = None
+        progress(f"history: {label}")
+        for _ in range(repeats):
+            (a, n1), (b, n2) = indexed(), scanned()
+            if n1 != n2:
+                raise RuntimeError(f"{label}: indexed query found {n1} rows, the scan {n2}")
+            count = n1
+            fast.add(a * 1000)
+            slow.add(b * 1000)
+        ratio = ratios(slow.values, fast.values)
+        with store.transaction() as conn:
+            plan = _plan(conn, sql, params)
+        rows.append(
+            [
+                f"`{label}`",
+                str(count),
+                fast.show("{:.2f}"),
+                slow.show("{:.1f}"),
+                ratio.show("{:,.0f}"),
+                plan,
+            ]
+        )
+        section.figures[label] = {
+            "rows": count,
+            "indexed_ms": fast.as_dict(),
+            "scan_ms": slow.as_dict(),
+            "speedup": ratio.as_dict(),
+            "plan": plan,
+        }
+        worst = ratio.median if worst is None else min(worst, ratio.median)
+    store.close()
+    section.intro = (
+        f"{events:,} events, {total:,} rows in `rounds`. Milliseconds, median [min-max] of "
+        f"{repeats} repetitions; speed-up = scan / indexed within each repetition."
+    )
+    section.table(
+        ["history filter", "rows", "indexed (ms)", "full scan (ms)", "speed-up", "SQLite plan"],
+        rows,
+    )
+    assert worst is not None
+    section.notes.append(
+        f"Goal for every filter: {goal(worst, 100)} (smallest speed-up {worst:,.0f}x)."
+    )
+    return section

@@ -1,0 +1,211 @@
+"""Store operations of the audit commands: stored checkpoints, verbatim imports of a run's
+events from a bundle, and appends that keep each event's original time (legacy imports).
+
+Every function works inside a transaction the caller opened with `Store.transaction`, so an
+import is one transaction: all of it is written, or nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, bindparam, func, select
+
+from ledger import projections
+from ledger.errors import InputError
+from ledger.events import Event
+from ledger.projections import RunView
+from ledger.store.eventstore import EVENT_COLUMNS, NewEvent, Store, StoredEvent
+from ledger.store.tables import checkpoints, events
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    checkpoint_id: int
+    origin: str
+    tree_size: int
+    root_hash: str  # base64, as in the note
+    note: str
+    signed: bool
+    created_at: str
+
+
+def save_checkpoint(
+    conn: Connection,
+    *,
+    origin: str,
+    tree_size: int,
+    root_hash: str,
+    note: str,
+    signed: bool,
+    created_at: str,
+) -> tuple[StoredCheckpoint, bool]:
+    """Store a checkpoint note unless the very same note is stored already.
+
+    Returns the stored row and whether it is new."""
+    for row in list_checkpoints(conn, tree_size=tree_size):
+        if row.note == note:
+            return row, False
+    next_id = conn.execute(
+        select(func.coalesce(func.max(checkpoints.c.checkpoint_id), 0))
+    ).scalar_one()
+    row = StoredCheckpoint(
+        checkpoint_id=next_id + 1,
+        origin=origin,
+        tree_size=tree_size,
+        root_hash=root_hash,
+        note=note,
+        signed=signed,
+        created_at=created_at,
+    )
+    conn.execute(checkpoints.insert().values(**row.__dict__))
+    return row, True
+
+
+def list_checkpoints(conn: Connection, *, tree_size: int | None = None) -> list[StoredCheckpoint]:
+    """Stored checkpoints, oldest first (optionally only those of one tree size)."""
+    query = select(checkpoints).order_by(checkpoints.c.checkpoint_id)
+    if tree_size is not None:
+        query = query.where(checkpoints.c.tree_size == tree_size)
+    return [StoredCheckpoint(**row) for row in conn.execute(query).mappings()]
+
+
+def event_hashes(conn: Connection, *, batch: int = 5000):
+    """(seq, event_hash) of every event in seq order, keyset-paged."""
+    last = 0
+    while True:
+        page = conn.execute(
+            select(events.c.seq, events.c.event_hash)
+            .where(events.c.seq > last)
+            .order_by(events.c.seq)
+            .limit(batch)
+        ).all()
+        if not page:
+            return
+        yield from page
+        last = page[-1][0]
+
+
+# --- imports ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    run_id: str
+    imported: list[StoredEvent]  # the events written now, with the seq they got here
+    already_present: int  # events of the bundle this ledger held already
+
+
+def import_run_verbatim(
+    store: Store,
+    conn: Connection,
+    run_id: str,
+    records: Sequence[StoredEvent],
+    blobs: Sequence[bytes],
+) -> ImportOutcome:
+    """Append one run's events exactly as another ledger stored them (same event ids,
+    versions, times, payload bytes, parent and event hashes); only `seq` is assigned here,
+    at the end of this ledger.
+
+    `records` must be the run's chain from version 1 (the caller verified it). Versions this
+    ledger already holds must be the very same events: then they are skipped, so importing
+    again writes nothing. Any difference is refused and nothing is written.
+    """
+    if not records:
+        raise InputError("the bundle holds no events")
+    present = store.read_stream(conn, run_id)
+    for mine, theirs in zip(present, records, strict=False):
+        if mine.event_hash != theirs.event_hash or mine.event_id != theirs.event_id:
+            raise InputError(
+                f"run {run_id!r} is already in this ledger with different content at version "
+                f"{mine.stream_version} (event {mine.event_hash[:16]}… here, "
+                f"{theirs.event_hash[:16]}… in the bundle); nothing was imported"
+            )
+    new = list(records[len(present) :])
+    if not new:
+        return ImportOutcome(run_id, [], len(records))
+    head_version, head_hash = (
+        (present[-1].stream_version, present[-1].event_hash) if present else (0, "0" * 64)
+    )
+    if new[0].stream_version != head_version + 1 or new[0].parent_hash != head_hash:
+        raise InputError(
+            f"the bundle's events of run {run_id!r} do not continue this ledger's chain at "
+            f"version {head_version + 1}; nothing was imported"
+        )
+    clash = conn.execute(
+        select(events.c.event_id, events.c.stream_id, events.c.stream_version).where(
+            events.c.event_id.in_(bindparam("ids", expanding=True))
+        ),
+        {"ids": [e.event_id for e in new]},
+    ).first()
+    if clash is not None:
+        raise InputError(
+            f"event id {clash[0]} of the bundle is already used by run {clash[1]!r} version "
+            f"{clash[2]} in this ledger; nothing was imported"
+        )
+    seq = conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one()
+    rows = []
+    for offset, e in enumerate(new, start=1):
+        rows.append(
+            StoredEvent(
+                seq=seq + offset,
+                event_id=e.event_id,
+                stream_id=e.stream_id,
+                stream_version=e.stream_version,
+                event_type=e.event_type,
+                schema_version=e.schema_version,
+                recorded_at=e.recorded_at,
+                payload=e.payload,
+                parent_hash=e.parent_hash,
+                event_hash=e.event_hash,
+            )
+        )
+    conn.execute(
+        events.insert(), [{c.name: getattr(r, c.name) for c in EVENT_COLUMNS} for r in rows]
+    )
+    store.put_blobs(conn, list(blobs))
+    _refold(store, conn, run_id, [*present, *rows])
+    return ImportOutcome(run_id, rows, len(present))
+
+
+def append_at(
+    store: Store,
+    conn: Connection,
+    run_id: str,
+    items: Sequence[tuple[str, Event, str]],
+    blobs: Sequence[bytes],
+) -> list[StoredEvent]:
+    """Append a new run's events (event id, event, recorded_at), each keeping its own time,
+    with its kernel sources and projection rows, inside the caller's transaction.
+
+    An append whose event ids are all stored already with the same content is a retry and
+    writes nothing (the store's own idempotency rule)."""
+    batch = [NewEvent(event_id, event, at) for event_id, event, at in items]
+    before = store.read_stream(conn, run_id)
+    if before:
+        same = len(before) >= len(batch) and all(
+            (b.event_id, b.event_type, b.recorded_at, b.payload)
+            == (n.event_id, n.event.event_type, n.recorded_at, n.event.canonical_payload())
+            for b, n in zip(before, batch, strict=False)
+        )
+        if not same:
+            raise InputError(
+                f"run {run_id!r} is already in the ledger with different events; nothing was "
+                "imported"
+            )
+        return []  # imported before: a retry writes nothing
+    stored = store.append(conn, run_id, 0, batch)
+    store.put_blobs(conn, list(blobs))
+    _refold(store, conn, run_id, stored)
+    return stored
+
+
+def _refold(store: Store, conn: Connection, run_id: str, stream: Sequence[StoredEvent]) -> None:
+    """Fold the run's whole stream and bring its projection rows up to date."""
+    view: RunView | None = None
+    for e in stream:
+        view = projections.apply(view, e.stream_version, e.recorded_at, e.event())
+    assert view is not None
+    before = store.stored_projection(conn, run_id)
+    store.save_view(conn, before, view)

@@ -1,0 +1,239 @@
+"""Moving a ledger: copy every event, blob and the ledger's identity into an empty ledger.
+
+The events are copied verbatim (same seq, ids, versions, times, payload bytes, parent and
+event hashes), never re-appended, so every hash, every run's chain and the Merkle tree head
+survive the move between SQLite and PostgreSQL in either direction. So is every other table
+of recorded facts (blobs, ledger_info with the ledger's id, stored checkpoints, and any
+table a later revision adds), row for row. The projection tables (`PROJECTION_TABLES`) are
+not copied: they are folded again from the copied events, as a rebuild would.
+
+Everything is written in one transaction on the target, which is read back and compared
+with the source before it commits; a copy that fails leaves the target empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Connection, Table, func, select
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+
+from ledger import merkle, projections
+from ledger.errors import CheckFailed, InputError, LedgerError
+from ledger.projections import RunView
+from ledger.store.eventstore import Store, StoredEvent
+from ledger.store.tables import PROJECTION_TABLES, blobs, events, ledger_info, metadata
+
+BATCH = 1000
+EVENT_FIELDS = tuple(c.name for c in events.c)
+
+
+def recorded_tables() -> list[Table]:
+    """Every table but the projections: recorded facts, copied row for row."""
+    derived = {t.name for t in PROJECTION_TABLES}
+    return [t for t in metadata.sorted_tables if t.name not in derived]
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    ledger_id: str
+    events: int
+    blobs: int
+    runs: int
+    other_rows: dict[str, int]  # rows copied from the other recorded tables
+    tree_size: int
+    tree_root: str  # base64, as in a checkpoint note
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a sqlite:// URL names (absolute); None for other URLs and in-memory ones."""
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError:
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        return None
+    return Path(database).expanduser().resolve()
+
+
+def open_target(source: Store, url: str) -> Store:
+    """Open the ledger to copy into, creating or migrating an empty database to head.
+
+    A target at an older revision is refused with the upgrade command (nothing is copied
+    into a schema this kernel-ledger does not write)."""
+    mine = sqlite_file(source.url)
+    if mine is not None and mine == sqlite_file(url):
+        raise InputError(f"--to names the ledger being copied ({mine}); give another ledger")
+    target = Store(url, check_schema=False)
+    try:
+        if target.revision() is None:
+            target.upgrade()
+    finally:
+        target.close()
+    return Store(url)
+
+
+def copy_ledger(
+    source: Store,
+    target: Store,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> CopyResult:
+    """Copy `source` into the empty ledger `target` (see the module docstring)."""
+    with source.transaction() as src, target.transaction(write=True) as dst:
+        _refuse_unless_empty(target, dst)
+        ledger_id = source.ledger_id(src)
+        other_rows = {
+            table.name: _copy_rows(target, src, dst, table)
+            for table in recorded_tables()
+            if table.name not in ("events", "blobs")
+        }
+        total = source.event_count(src)
+        tree = merkle.TreeBuilder()
+        digest = hashlib.sha256()
+        views: dict[str, RunView | None] = {}
+        page: list[dict[str, object]] = []
+        for e in source.iter_events(src, batch=BATCH):
+            page.append({name: getattr(e, name) for name in EVENT_FIELDS})
+            tree.append(bytes.fromhex(e.event_hash))
+            _digest_event(digest, e)
+            views[e.stream_id] = _fold(views.get(e.stream_id), e)
+            if len(page) == BATCH:
+                dst.execute(events.insert(), page)
+                page = []
+                if on_progress is not None:
+                    on_progress(tree.size, total)
+        if page:
+            dst.execute(events.insert(), page)
+        blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
+        for view in views.values():
+            assert view is not None
+            target.save_view(dst, None, view)
+        _check_read_back(target, dst, tree.size, digest.digest(), blob_count, blob_digest)
+    if on_progress is not None:
+        on_progress(tree.size, tree.size)
+    return CopyResult(
+        ledger_id=ledger_id,
+        events=tree.size,
+        blobs=blob_count,
+        runs=len(views),
+        other_rows=other_rows,
+        tree_size=tree.size,
+        tree_root=base64.b64encode(tree.root()).decode("ascii"),
+    )
+
+
+def _refuse_unless_empty(target: Store, conn: Connection) -> None:
+    """Only ledger_info may hold rows (the new ledger's id, replaced by the source's)."""
+    counts = {
+        table.name: conn.execute(select(func.count()).select_from(table)).scalar_one()
+        for table in metadata.sorted_tables
+        if table.name != "ledger_info"
+    }
+    found = {name: n for name, n in counts.items() if n}
+    if found:
+        held = ", ".join(f"{n} rows in {name}" for name, n in found.items())
+        raise InputError(
+            f"the ledger at {target.shown_url} is not empty ({held}); db copy only writes "
+            "into an empty ledger, and nothing was written"
+        )
+
+
+def _copy_rows(target: Store, src: Connection, dst: Connection, table: Table) -> int:
+    """Copy a small table of recorded facts row for row, and read it back. In ledger_info
+    the source's rows (its ledger_id above all) replace the target's."""
+    order = list(table.primary_key.columns)
+    rows = [_plain(r) for r in src.execute(select(table).order_by(*order)).mappings()]
+    if table is ledger_info:
+        dst.execute(ledger_info.delete())
+    if rows:
+        dst.execute(table.insert(), rows)
+    back = [_plain(r) for r in dst.execute(select(table).order_by(*order)).mappings()]
+    if back != rows:
+        raise CheckFailed(
+            f"table {table.name} in {target.shown_url} reads back differently from the "
+            "source; nothing was written"
+        )
+    return len(rows)
+
+
+def _plain(row) -> dict[str, object]:
+    return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
+
+
+def _fold(view: RunView | None, e: StoredEvent) -> RunView:
+    try:
+        return projections.apply(view, e.stream_version, e.recorded_at, e.event())
+    except (LedgerError, ValueError) as exc:
+        raise CheckFailed(
+            f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) does "
+            f"not fold into its run ({' '.join(str(exc).split())[:200]}); run verify on it. "
+            "Nothing was written"
+        ) from None
+
+
+def _copy_blobs(rows: Iterable[tuple[str, bytes]], dst: Connection) -> tuple[int, bytes]:
+    count = 0
+    digest = hashlib.sha256()
+    page: list[dict[str, object]] = []
+    for sha, content in rows:
+        page.append({"sha256": sha, "size": len(content), "content": content})
+        _digest_fields(digest, (sha, content))
+        count += 1
+        if len(page) == BATCH:
+            dst.execute(blobs.insert(), page)
+            page = []
+    if page:
+        dst.execute(blobs.insert(), page)
+    return count, digest.digest()
+
+
+def _check_read_back(
+    target: Store,
+    dst: Connection,
+    count: int,
+    event_digest: bytes,
+    blob_count: int,
+    blob_digest: bytes,
+) -> None:
+    """Read the copy back inside its own transaction: it must be the source, byte for byte."""
+    digest = hashlib.sha256()
+    seen = 0
+    for e in target.iter_events(dst, batch=BATCH):
+        _digest_event(digest, e)
+        seen += 1
+    copied_blobs, copied_digest = 0, hashlib.sha256()
+    for sha, content in target.iter_blobs(dst):
+        _digest_fields(copied_digest, (sha, content))
+        copied_blobs += 1
+    events_differ = (seen, digest.digest()) != (count, event_digest)
+    blobs_differ = (copied_blobs, copied_digest.digest()) != (blob_count, blob_digest)
+    if events_differ or blobs_differ:
+        raise CheckFailed(
+            f"the copy in {target.shown_url} reads back differently from the source; nothing "
+            "was written"
+        )
+
+
+def _digest_event(digest, e: StoredEvent) -> None:
+    _digest_fields(digest, (getattr(e, name) for name in EVENT_FIELDS))
+
+
+def _digest_fields(digest, values: Iterable[object]) -> None:
+    """Length-prefixed, typed encoding, so that no two different rows feed the same bytes."""
+    for value in values:
+        if isinstance(value, bytes):
+            tag, data = b"b", value
+        elif isinstance(value, int):
+            tag, data = b"i", str(value).encode()
+        else:
+            tag, data = b"s", str(value).encode("utf-8")
+        digest.update(tag + len(data).to_bytes(8, "big") + data)

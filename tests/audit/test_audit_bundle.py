@@ -1,0 +1,240 @@
+"""Bundles: export a run with inclusion proofs, check it offline, import it elsewhere with the
+same event hashes; any changed byte fails."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import audit_kit
+import pytest
+from audit_kit import build_ledger, copy_ledger, event_count, read_events, stream_rows
+
+from ledger import bundle
+from ledger.service import LedgerService
+from ledger.store.eventstore import Store
+
+from conftest import CliRunner
+
+other_url = audit_kit.other_url
+built = audit_kit.built
+RUN_A, RUN_B = "softmax-a-001", "softmax-b-001"
+NO_DATABASE = "postgresql+psycopg://nobody@127.0.0.1:9/none"  # nothing listens on port 9
+
+
+def _lines(path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_export_check_offline_import_and_import_again(db_url, other_url, tmp_path):
+    built = build_ledger(tmp_path / "src", url=db_url)
+    cli, target = CliRunner(db_url), CliRunner(other_url)
+    pinned = cli("checkpoint", "--json").json()
+    b = built.runs[RUN_B]  # the log grows after the checkpoint was pinned
+    service = LedgerService(Store(db_url))
+    audit_kit.record(service, b, [16.5, 37.5, 23.5])
+    service.store.close()
+    out = tmp_path / "a.bundle.jsonl"
+    exported = cli("export", "--run", RUN_A, "--out", out, "--json")
+    assert exported.exit_code == 0, exported.stderr
+    body = exported.json()
+    assert body["status"] == "exported" and body["run_id"] == RUN_A
+    assert (
+        body["events"] == len(stream_rows(db_url, RUN_A)) and body["blobs"] == 6
+    )  # v0 and five candidates
+    assert body["consistency_sizes"] == [pinned["size"]]
+    assert body["tree_size"] == pinned["size"] + 4
+
+    offline = CliRunner(NO_DATABASE)  # verify --bundle opens no database at all
+    checked = offline("verify", "--bundle", out, "--json")
+    assert checked.exit_code == 0, checked.stdout + checked.stderr
+    report = checked.json()
+    assert report["status"] == "ok" and report["events_checked"] == body["events"]
+    assert set(report["checks"].values()) == {"ok"}
+    held = offline("verify", "--bundle", out, "--checkpoint", pinned["note"], "--json")
+    assert held.exit_code == 0, held.stdout
+    assert held.json()["checkpoint"]["status"] == "ok"
+
+    imported = target("import", out, "--json")
+    assert imported.exit_code == 0, imported.stderr
+    assert imported.json()["events_imported"] == body["events"]
+    assert stream_rows(other_url, RUN_A) == stream_rows(db_url, RUN_A)
+    again = target("import", out, "--json")
+    assert again.exit_code == 0 and again.json()["status"] == "unchanged"
+    assert event_count(other_url) == body["events"]
+    verified = target("verify", "--json")
+    assert verified.exit_code == 0, verified.stdout
+    assert verified.json()["runs_checked"] == 1
+    kernel = built.runs[RUN_A].best_kernel
+    gate = target("check-merge", "--run", RUN_A, "--kernel", kernel, "--json")
+    assert gate.exit_code == 0, gate.stdout
+    restored = tmp_path / "restored.py"
+    assert target("checkout", "--run", RUN_A, "--out", restored).exit_code == 0
+    assert restored.read_bytes() == kernel.read_bytes()
+
+
+def test_import_continues_a_run_and_refuses_a_clash(db_url, other_url, tmp_path):
+    from campaign import Campaign
+
+    campaign = Campaign(tmp_path / "campaign", run_id="bundled-001")
+    source = LedgerService(Store(db_url), clock=audit_kit.Clock())
+    source.plan(campaign.config())
+    audit_kit.record(source, campaign, [16.0, 37.0, 23.0])
+    cli, target = CliRunner(db_url), CliRunner(other_url)
+    first = tmp_path / "first.jsonl"
+    assert cli("export", "--run", "bundled-001", "--out", first).exit_code == 0
+    assert target("import", first, "--json").json()["events_imported"] == 7
+    audit_kit.record(source, campaign, [15.0, 37.0, 26.0])
+    source.store.close()
+    second = tmp_path / "second.jsonl"
+    assert cli("export", "--run", "bundled-001", "--out", second).exit_code == 0
+    grown = target("import", second, "--json").json()
+    assert grown["events_imported"] == 4 and grown["events_in_bundle"] == 11
+    assert stream_rows(other_url, "bundled-001") == stream_rows(db_url, "bundled-001")
+    assert target("verify").exit_code == 0
+
+    elsewhere = tmp_path / "elsewhere.sqlite3"  # the same run recorded again, another time
+    rival = LedgerService(Store(f"sqlite:///{elsewhere}"))
+    campaign.rounds_written, campaign.best_kernel = 0, campaign.root / "kernels" / "v0.py"
+    rival.plan(campaign.config())
+    rival.store.close()
+    clash = tmp_path / "clash.jsonl"
+    assert (
+        CliRunner(f"sqlite:///{elsewhere}")(
+            "export", "--run", "bundled-001", "--out", clash
+        ).exit_code
+        == 0
+    )
+    refused = target("import", clash, "--json")
+    assert refused.exit_code == 2
+    assert "already in this ledger with different content at version 1" in refused.stderr
+    assert event_count(other_url) == 11
+
+
+def test_every_flipped_byte_fails(built, tmp_path):
+    out = tmp_path / "a.jsonl"
+    store = Store(built.url)
+    bundle.export_run(store, RUN_A, out)
+    store.close()
+    data = out.read_bytes()
+    report, content = bundle.check_lines(_lines(out))
+    assert report.ok and content is not None
+    rng = random.Random(7)
+    header_end = data.index(b"\n") + 1
+    positions = list(range(header_end)) + rng.sample(range(header_end, len(data)), 400)
+    survived = []
+    for position in positions:
+        flipped = bytearray(data)
+        flipped[position] ^= rng.randrange(1, 256)
+        report, _ = bundle.check_lines(bytes(flipped).splitlines(keepends=True))
+        if report.ok:
+            survived.append(position)
+    assert survived == [], f"flips at {survived[:10]} went unnoticed"
+
+
+@pytest.mark.parametrize(
+    ("damage", "check"),
+    [
+        ("drop-last-line", "format"),
+        ("drop-event-and-count", "chain"),
+        ("swap-events", "chain"),
+        ("blank-line", "format"),
+        ("pretty-printed", "format"),
+        ("foreign-blob", "blobs"),
+        ("no-final-newline", "format"),
+    ],
+)
+def test_damaged_bundles_fail(built, tmp_path, damage, check):
+    out = tmp_path / "a.jsonl"
+    store = Store(built.url)
+    bundle.export_run(store, RUN_A, out)
+    store.close()
+    lines = _lines(out)
+    header = json.loads(lines[0])
+    if damage == "drop-last-line":
+        lines = lines[:-1]
+    elif damage == "drop-event-and-count":
+        header["events"] -= 1
+        lines = [bundle._line(header), *lines[1:5], *lines[6:]]
+    elif damage == "swap-events":
+        lines[3], lines[4] = lines[4], lines[3]
+    elif damage == "blank-line":
+        lines.insert(2, b"\n")
+    elif damage == "pretty-printed":
+        lines[2] = (json.dumps(json.loads(lines[2]), indent=1).replace("\n", " ") + "\n").encode()
+    elif damage == "foreign-blob":
+        blob = json.loads(lines[-1])
+        blob["content"] = "AAAA"
+        blob["size"] = 3
+        lines[-1] = bundle._line(blob)
+    elif damage == "no-final-newline":
+        lines[-1] = lines[-1][:-1]
+    report, content = bundle.check_lines(lines)
+    assert not report.ok and content is None
+    assert report.first_failure.check == check, report.first_failure
+
+
+def test_a_bundle_and_pinned_checkpoints(built, tmp_path):
+    path = tmp_path / "copy.sqlite3"
+    url = copy_ledger(built.path, path, drop_guards=False)
+    cli = CliRunner(url)
+    early = audit_kit.checkpoint_notes(url)[10]  # never stored: export must be told of it
+    out = tmp_path / "a.jsonl"
+    assert cli("export", "--run", RUN_A, "--out", out, "--checkpoint", early).exit_code == 0
+    offline = CliRunner(NO_DATABASE)
+    assert offline("verify", "--bundle", out, "--checkpoint", early).exit_code == 0
+    unproven = audit_kit.checkpoint_notes(url)[11]
+    result = offline("verify", "--bundle", out, "--checkpoint", unproven, "--json")
+    assert result.exit_code == 1
+    failure = result.json()["first_failure"]
+    assert failure["check"] == "checkpoint"
+    assert "carries no proof for a checkpoint of size 11" in failure["reason"]
+    foreign = early.replace(early.splitlines()[0], "kernel-ledger/another-ledger")
+    result = offline("verify", "--bundle", out, "--checkpoint", foreign, "--json")
+    assert result.exit_code == 1 and "not the bundle's" in result.json()["first_failure"]["reason"]
+    wrong_root = early.splitlines()
+    wrong_root[2] = audit_kit.checkpoint_notes(url)[9].splitlines()[2]
+    result = offline("verify", "--bundle", out, "--checkpoint", "\n".join(wrong_root) + "\n")
+    assert result.exit_code == 1 and "was rewritten" in result.stderr
+
+
+def test_signed_pinned_checkpoint_for_a_bundle(built, tmp_path):
+    url = copy_ledger(built.path, tmp_path / "copy.sqlite3", drop_guards=False)
+    cli = CliRunner(url)
+    key = tmp_path / "signer.key"
+    verifier = cli("checkpoint", "--generate-key", key, "--json").json()["verifier_key"]
+    signed = cli("checkpoint", "--sign", key, "--json").json()["note"]
+    out = tmp_path / "a.jsonl"
+    assert cli("export", "--run", RUN_A, "--out", out).exit_code == 0
+    offline = CliRunner(NO_DATABASE)
+    ok = offline("verify", "--bundle", out, "--checkpoint", signed, "--verifier-key", verifier)
+    assert ok.exit_code == 0, ok.stderr
+    other_key = tmp_path / "other.key"
+    stranger = cli("checkpoint", "--generate-key", other_key, "--json").json()["verifier_key"]
+    bad = offline(
+        "verify", "--bundle", out, "--checkpoint", signed, "--verifier-key", stranger, "--json"
+    )
+    assert bad.exit_code == 1
+    assert bad.json()["checkpoint"]["signature"] == "failed"
+
+
+def test_export_refuses_unknown_runs_and_broken_ledgers(built, tmp_path):
+    import sqlite3
+
+    path = tmp_path / "copy.sqlite3"
+    cli = CliRunner(copy_ledger(built.path, path))
+    out = tmp_path / "x.jsonl"
+    unknown = cli("export", "--run", "no-such-run", "--out", out, "--json")
+    assert unknown.exit_code == 2 and "not in the ledger" in unknown.json()["error"]
+    victim = next(e for e in read_events(path) if e.stream_id == RUN_A and e.stream_version == 5)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE events SET recorded_at = '2026-01-01T00:00:00.000000Z' WHERE seq = ?",
+            (victim.seq,),
+        )
+    broken = cli("export", "--run", RUN_A, "--out", out)
+    assert broken.exit_code == 1 and "does not verify" in broken.stderr
+    assert not out.exists()
+    assert cli("export", "--run", RUN_A, "--out", tmp_path).exit_code == 2  # a folder
+    missing = cli("verify", "--bundle", tmp_path / "none.jsonl", "--json")
+    assert missing.exit_code == 2 and "does not exist" in missing.json()["error"]

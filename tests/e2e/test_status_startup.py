@@ -1,0 +1,66 @@
+"""`status` starts light: it reads projection rows through the store and imports nothing a
+read does not need (docs/benchmarks.md measures what that is worth; no time is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = (
+    "ledger.service",
+    "ledger.inputs",
+    "ledger.controller",
+    "ledger.stats",
+    "alembic",
+    "numpy",
+    "rfc8785",
+    "matplotlib",
+)
+
+PROBE = """
+import json, sys
+from cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+heavy = json.loads(HEAVY)
+print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}), file=sys.stderr)
+"""
+
+
+def _status_process(url: str, *args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("HEAVY", repr(json.dumps(HEAVY))), "--db", url,
+         "status", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    return {**json.loads(done.stderr.strip().splitlines()[-1]), "stdout": done.stdout}
+
+
+def test_status_imports_no_service_models_migrations_or_numpy(sqlite_url):
+    from ledger.store.eventstore import Store
+
+    Store(sqlite_url).close()  # an existing ledger: creating one would run the migrations
+    listing = _status_process(sqlite_url, "--json")
+    assert listing["code"] == 0 and json.loads(listing["stdout"]) == {"status": "ok", "runs": []}
+    assert listing["loaded"] == []
+
+
+def test_status_of_a_run_still_answers_as_before(cli, campaign):
+    plan = cli("plan", "--config", campaign.config(), "--json")
+    assert plan.exit_code == 0, plan.stderr
+    one = cli("status", "--run", campaign.run_id, "--json").json()
+    assert one["run"]["run_id"] == campaign.run_id
+    assert [c["case_id"] for c in one["cases"]] == campaign.case_ids
+    unknown = cli("status", "--run", "nope", "--json")
+    assert unknown.exit_code == 2
+    assert unknown.stderr == "Error: run 'nope' is not in the ledger\n"
+    assert unknown.json() == {
+        "status": "error",
+        "error": "run 'nope' is not in the ledger",
+        "exit_code": 2,
+    }
