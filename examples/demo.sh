@@ -25,4 +25,6 @@ for run in softmax-demo-001 gpu-softmax-001 gpu-rmsnorm-001; do
   step $KL report --run $run --html $OUT/reports/$run.html || exit 1
 done
 printf '\n# open the HTML reports in a browser: %s\n' "$OUT/reports/*.html"
+step $KL checkpoint
+step $KL check-merge --run softmax-demo-001 --kernel examples/softmax-demo/kernels/softmax_r5_gridstride.py || exit 1
 step $KL verify
