@@ -368,7 +368,10 @@ def _plain_string(value: Any) -> str:
 
 def resolve(base_file: Path, raw: str) -> Path:
     """A path from inside an input file: absolute, or relative to that file's folder."""
-    path = Path(raw).expanduser()
+    try:
+        path = Path(raw).expanduser()
+    except RuntimeError:
+        raise InputError(f"path {raw!r} names a home folder that does not exist") from None
     if not path.is_absolute():
         path = base_file.parent / path
     return Path(_absolute(path))

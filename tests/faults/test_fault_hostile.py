@@ -442,11 +442,6 @@ def test_symlink_resolution_is_recorded(target: Target):
     assert any(str(target.candidate.resolve()).encode() in p for p in payloads)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="follow-up for ledger/inputs.py resolve(): a path starting with ~user of an "
-    "unknown user raises RuntimeError from expanduser (exit 70); it should be exit 2",
-)
 @pytest.mark.parametrize("kind", ["config", "round", "manifest"])
 def test_unknown_home_directory_in_a_path(target: Target, kind: str):
     doc = copy.deepcopy(target.doc(kind))
