@@ -65,7 +65,7 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
@@ -140,7 +140,9 @@ def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
         elif ch in "]}":
             depth -= 1
     try:
-        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+        value = json.loads(
+            text, parse_constant=_no_constants, object_pairs_hook=reject_duplicate_keys
+        )
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{what} {shown} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"

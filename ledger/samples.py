@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import InputError
+from ledger.jsonio import reject_duplicate_keys
 
 MAX_SAMPLES_FILE_BYTES = 64 * 1024 * 1024
 UNIT_EXPONENTS = {"us": 0, "ms": 3, "ns": -3}  # power of ten that turns the unit into µs
@@ -99,22 +100,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def _json_samples(text: str, shown: str) -> tuple[tuple[float, ...], str, str]:
     try:
         value = json.loads(
             text,
             parse_float=Decimal,
             parse_constant=_reject_constant,
-            object_pairs_hook=_unique_keys,
+            object_pairs_hook=reject_duplicate_keys,
         )
     except json.JSONDecodeError as exc:
         raise InputError(

@@ -598,12 +598,11 @@ class LedgerService:
         for number in (first, second):
             measured = evidence.measured.get(number)
             if measured is None:
-                reason = (
-                    "no measurements (a FAIL round)"
-                    if 0 < number <= view.run.rounds_recorded
-                    else "no such round"
+                if not 0 < number <= view.run.rounds_recorded:
+                    raise InputError(f"run {run_id!r} has no round {number}")
+                raise InputError(
+                    f"round {number} of run {run_id!r} has no measurements (a FAIL round)"
                 )
-                raise InputError(f"round {number} of run {run_id!r} has {reason}")
             sides.append({m.case_id: m.median_us for m in measured.measurements})
         cases = []
         for case in view.cases:
