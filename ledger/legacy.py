@@ -39,16 +39,18 @@ from typing import Any
 
 from ledger import projections
 from ledger.analysis import manifest_run_id
-from ledger.controller import attribution_settings, conclusion_event, profile_event, settings_from
+from ledger.controller import (
+    attribution_settings,
+    conclusion_event,
+    decide_round,
+    profile_event,
+)
 from ledger.errors import InputError
 from ledger.events import (
-    CaseWeight,
     Event,
     FileRef,
-    LimitFields,
     Measurement,
     MeasurementsRecorded,
-    ObjectiveFields,
     RoundDecided,
     RoundSubmitted,
     RunPlanned,
@@ -67,11 +69,10 @@ from ledger.inputs import (
 from ledger.jsonio import JsonFile, display, read_json
 from ledger.projections import RunView
 from ledger.service import (
-    _OBJECTIVE_KEYS,
-    _measurements,
-    _validation_event,
-    decide_round,
+    measured_cases,
+    plan_events,
     read_kernel,
+    validation_event,
 )
 from ledger.store import audit_store
 from ledger.store.eventstore import Store
@@ -202,54 +203,11 @@ def _time(value: Any, where: str) -> str:
 
 
 def _plan(replay: _Replay, doc: JsonFile, config: Any, at: str) -> None:
-    """The events `plan` writes, from the same checks (service.plan)."""
-    config_path = doc.path.absolute()
-    settings_from(config.target.model_dump(mode="json"), doc.value)
-    if config.statistics is not None:
-        from ledger.stats import StatisticsConfig
-
-        StatisticsConfig.from_mapping(config.statistics)
-    kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
-    planned = config.case_ids
-    baseline = _measurements(config.baseline, planned, config_path, "baseline")
-    evidence = check_validation(
-        resolve(config_path, config.validation_manifest),
-        kernel_sha256=kernel.ref.sha256,
-        planned_case_ids=planned,
-    )
-    if not evidence.passed:
-        raise InputError(
-            f"validation manifest {display(evidence.manifest_path)} has status "
-            f"{evidence.manifest.status!r}; the starting kernel must have passed"
-        )
-    replay.add(
-        RunPlanned(
-            run_id=config.run_id,
-            parent_run_id=config.parent_run_id,
-            op_name=config.op_name,
-            target=config.target.model_dump(mode="json"),
-            kernel=kernel.ref,
-            cases=[CaseWeight(id=c.id, weight=c.weight) for c in config.cases],
-            objective=ObjectiveFields(**config.objective.model_dump(include=_OBJECTIVE_KEYS)),
-            limits=LimitFields(
-                max_rounds=config.max_rounds,
-                max_consecutive_failures=config.max_consecutive_failures,
-            ),
-            statistics=config.statistics,
-            measurement_policy=config.measurement_policy,
-            config=FileRef(path=str(config_path), sha256=doc.sha256, size=doc.size),
-            config_document=doc.value,
-        ),
-        at,
-    )
-    replay.add(_validation_event(0, kernel.ref.sha256, evidence), at)
-    replay.add(
-        MeasurementsRecorded(
-            round=0, role="baseline", kernel_sha256=kernel.ref.sha256, measurements=baseline
-        ),
-        at,
-    )
-    replay.blobs.append(kernel.content)
+    """The events `plan` writes, from the same checks."""
+    planned = plan_events(doc, config)
+    for event in planned.events:
+        replay.add(event, at)
+    replay.blobs.append(planned.kernel.content)
 
 
 # --- the rounds --------------------------------------------------------------------------
@@ -323,7 +281,7 @@ def _round(
     measured: list[Measurement] | None = None
     if validation.passed:
         rows = parse_measurements(result.measurements, f"{where}.measurements", display(path))
-        measured = _measurements(rows, planned, path, f"{where}.measurements")
+        measured = measured_cases(rows, planned, path, f"{where}.measurements")
     at = _time(value.get("recorded_at"), f"{where}.recorded_at")
     submitted = RoundSubmitted(
         round=result.round,
@@ -341,7 +299,7 @@ def _round(
     )
     before = view  # `record` decides on the run as it was before the round's events
     replay.add(submitted, at)
-    replay.add(_validation_event(result.round, candidate.ref.sha256, validation), at)
+    replay.add(validation_event(result.round, candidate.ref.sha256, validation), at)
     if measured is not None:
         replay.add(
             MeasurementsRecorded(

@@ -57,7 +57,7 @@ from ledger.inputs import (
     resolve,
     validate_model,
 )
-from ledger.jsonio import display, read_bytes, read_json
+from ledger.jsonio import JsonFile, display, read_bytes, read_json
 from ledger.projections import RunView
 from ledger.store.eventstore import NewEvent, Store, StoredEvent
 
@@ -141,9 +141,10 @@ def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement
     )
 
 
-def _measurements(
+def measured_cases(
     rows: Sequence[MeasurementIn], planned: Sequence[str], base_file: Path, field: str
 ) -> list[Measurement]:
+    """One checked measurement per planned case, in plan order, raw sample files ingested."""
     by_case = check_measurements(rows, planned, field)
     index = {id(row): i for i, row in enumerate(rows)}
     return [
@@ -151,9 +152,8 @@ def _measurements(
     ]
 
 
-def _validation_event(
-    round_no: int, kernel_sha256: str, ev: ValidationEvidence
-) -> ValidationLinked:
+def validation_event(round_no: int, kernel_sha256: str, ev: ValidationEvidence) -> ValidationLinked:
+    """The event linking a checked validation manifest to the kernel it covers."""
     return ValidationLinked(
         round=round_no,
         kernel_sha256=kernel_sha256,
@@ -194,6 +194,67 @@ def _plan_of(stream: Sequence[StoredEvent]) -> RunPlanned:
     event = stream[0].event()
     assert isinstance(event, RunPlanned)
     return event
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What `plan` appends for a configuration: the events in order and the kernel read."""
+
+    events: tuple[Event, ...]
+    kernel: KernelFile
+
+
+def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
+    """Check a loaded run configuration and build the events that lock the run.
+
+    Shared by `plan` and the legacy importer, so an imported run passes exactly the checks
+    a planned one does. Reads the kernel, the baseline files and the validation manifest;
+    writes nothing.
+    """
+    config_path = doc.path.absolute()
+    settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
+    if config.statistics is not None:
+        from ledger.stats import StatisticsConfig
+
+        StatisticsConfig.from_mapping(config.statistics)
+    kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
+    planned = config.case_ids
+    baseline = measured_cases(config.baseline, planned, config_path, "baseline")
+    evidence = check_validation(
+        resolve(config_path, config.validation_manifest),
+        kernel_sha256=kernel.ref.sha256,
+        planned_case_ids=planned,
+    )
+    if not evidence.passed:
+        raise InputError(
+            f"validation manifest {display(evidence.manifest_path)} has status "
+            f"{evidence.manifest.status!r}; the starting kernel must have passed"
+        )
+    planned_event = RunPlanned(
+        run_id=config.run_id,
+        parent_run_id=config.parent_run_id,
+        op_name=config.op_name,
+        target=config.target.model_dump(mode="json"),
+        kernel=kernel.ref,
+        cases=[CaseWeight(id=c.id, weight=c.weight) for c in config.cases],
+        objective=ObjectiveFields(**config.objective.model_dump(include=_OBJECTIVE_KEYS)),
+        limits=LimitFields(
+            max_rounds=config.max_rounds,
+            max_consecutive_failures=config.max_consecutive_failures,
+        ),
+        statistics=config.statistics,
+        measurement_policy=config.measurement_policy,
+        config=FileRef(path=str(config_path), sha256=doc.sha256, size=doc.size),
+        config_document=doc.value,
+    )
+    events = (
+        planned_event,
+        validation_event(0, kernel.ref.sha256, evidence),
+        MeasurementsRecorded(
+            round=0, role="baseline", kernel_sha256=kernel.ref.sha256, measurements=baseline
+        ),
+    )
+    return PlannedRun(events, kernel)
 
 
 class NoiseFile(BaseModel):
@@ -279,55 +340,13 @@ class LedgerService:
 
     def plan(self, config_path: Path) -> PlanResult:
         """Validate a run configuration and lock the run."""
-        config_path = Path(config_path).absolute()
-        doc, config = load_config(config_path)
-        settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
-        if config.statistics is not None:
-            from ledger.stats import StatisticsConfig
-
-            StatisticsConfig.from_mapping(config.statistics)
-        kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
-        planned = config.case_ids
-        baseline = _measurements(config.baseline, planned, config_path, "baseline")
-        evidence = check_validation(
-            resolve(config_path, config.validation_manifest),
-            kernel_sha256=kernel.ref.sha256,
-            planned_case_ids=planned,
-        )
-        if not evidence.passed:
-            raise InputError(
-                f"validation manifest {display(evidence.manifest_path)} has status "
-                f"{evidence.manifest.status!r}; the starting kernel must have passed"
-            )
+        doc, config = load_config(Path(config_path).absolute())
+        planned = plan_events(doc, config)
         with self.store.transaction() as conn:
             if self.store.stream_head(conn, config.run_id)[0] != 0:
                 raise InputError(f"run {config.run_id!r} is already in the ledger")
-        planned_event = RunPlanned(
-            run_id=config.run_id,
-            parent_run_id=config.parent_run_id,
-            op_name=config.op_name,
-            target=config.target.model_dump(mode="json"),
-            kernel=kernel.ref,
-            cases=[CaseWeight(id=c.id, weight=c.weight) for c in config.cases],
-            objective=ObjectiveFields(**config.objective.model_dump(include=_OBJECTIVE_KEYS)),
-            limits=LimitFields(
-                max_rounds=config.max_rounds,
-                max_consecutive_failures=config.max_consecutive_failures,
-            ),
-            statistics=config.statistics,
-            measurement_policy=config.measurement_policy,
-            config=FileRef(path=str(config_path), sha256=doc.sha256, size=doc.size),
-            config_document=doc.value,
-        )
-        items = [
-            planned_event,
-            _validation_event(0, kernel.ref.sha256, evidence),
-            MeasurementsRecorded(
-                round=0, role="baseline", kernel_sha256=kernel.ref.sha256, measurements=baseline
-            ),
-        ]
-        self.append(config.run_id, None, items, [kernel.content])
-        return PlanResult(config.run_id, kernel.ref.sha256, len(planned))
+        self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
+        return PlanResult(config.run_id, planned.kernel.ref.sha256, len(config.case_ids))
 
     # --- record --------------------------------------------------------------------------
 
@@ -368,7 +387,7 @@ class LedgerService:
         measured: list[Measurement] | None = None
         if validation.passed:
             rows = parse_measurements(result.measurements, "measurements", shown)
-            measured = _measurements(rows, planned, result_path, "measurements")
+            measured = measured_cases(rows, planned, result_path, "measurements")
         submitted = RoundSubmitted(
             round=result.round,
             parent_kernel_sha256=result.parent_kernel_sha256,
@@ -385,7 +404,7 @@ class LedgerService:
         )
         items: list[Event] = [
             submitted,
-            _validation_event(result.round, candidate.ref.sha256, validation),
+            validation_event(result.round, candidate.ref.sha256, validation),
         ]
         if measured is not None:
             items.append(
@@ -540,7 +559,7 @@ class LedgerService:
                 f"best kernel of run {run_id!r} ({view.run.best_kernel_sha256})"
             )
         planned = [c.case_id for c in view.cases]
-        measured = _measurements(item.measurements, planned, path, "measurements")
+        measured = measured_cases(item.measurements, planned, path, "measurements")
         event = NoiseMeasured(
             kernel_sha256=item.kernel_sha256,
             after_round=view.run.rounds_recorded,
