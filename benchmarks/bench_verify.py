@@ -3,11 +3,14 @@
 Three ways over the same ledger, each in its own process (so peak RSS belongs to it alone):
   floor   the driver reads every row in seq order and SHA-256-hashes its payload and
           identity bytes in a tight loop
-  chain   the seq, hash and chain checks of `verify`: `Store.iter_events`, the event hash
-          recomputed over the stored bytes (`StoredEvent.computed_hash`), versions
-          contiguous, parent hashes linked
-  replay  `verify_ledger`: every check, including re-canonicalizing and re-validating every
-          payload, re-deciding every round and comparing the projections
+  chain   `verify --chain` (`ledger.verify.verify_chain`): the seq, hash and chain checks
+          over the stored rows in pages, the event hash recomputed over the stored bytes,
+          versions contiguous, parent hashes linked
+  replay  `verify` (`verify_ledger`): every check, including re-canonicalizing and
+          re-validating every payload, re-deciding every round and comparing the projections
+
+Peak RSS is the child's own high-water mark (VmHWM), and the child does nothing but open
+the store and run its one check.
 """
 
 from __future__ import annotations
@@ -60,25 +63,15 @@ def _floor(url: str) -> int:
 
 
 def _chain(url: str) -> int:
-    from ledger.hashing import ZERO_HASH
     from ledger.store.eventstore import Store
+    from ledger.verify import verify_chain
 
     store = Store(url)
-    heads: dict[str, tuple[int, str]] = {}
-    expected = 1
-    with store.transaction() as conn:
-        for e in store.iter_events(conn):
-            if e.seq != expected:
-                raise SystemExit(f"seq gap at {e.seq}")
-            if e.computed_hash() != e.event_hash:
-                raise SystemExit(f"hash mismatch at seq {e.seq}")
-            version, parent = heads.get(e.stream_id, (0, ZERO_HASH))
-            if e.stream_version != version + 1 or e.parent_hash != parent:
-                raise SystemExit(f"chain broken at seq {e.seq}")
-            heads[e.stream_id] = (e.stream_version, e.event_hash)
-            expected += 1
+    report = verify_chain(store)
     store.close()
-    return expected - 1
+    if not report.ok:
+        raise SystemExit(f"verify --chain failed: {report.as_dict()['first_failure']}")
+    return report.events_checked
 
 
 def _replay(url: str) -> int:

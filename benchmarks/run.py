@@ -135,7 +135,7 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
             work / "record",
             repeats=reps,
             rounds=10 if quick else 20,
-            long_run=40 if quick else 100,
+            long_run=200 if quick else 1000,
         )
         section.notes.insert(0, ledgers.note())
         timed(section, t0)

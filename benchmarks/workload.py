@@ -454,11 +454,11 @@ class BulkWriter:
                     for item in items
                 ]
                 stored = store.append(conn, run.run_id, 0, batch)
-                view: RunView | None = None
-                for record, new in zip(stored, batch, strict=True):
-                    view = projections.apply(
-                        view, record.stream_version, record.recorded_at, new.event
-                    )
+                # one fold per run: the rows are built once, not once per event
+                view: RunView | None = projections.fold(
+                    (record.stream_version, record.recorded_at, new.event)
+                    for record, new in zip(stored, batch, strict=True)
+                )
                 if hasattr(store, "put_blobs"):
                     store.put_blobs(conn, run.blobs)
                 else:  # a Store from before put_blobs (to measure an older tree)

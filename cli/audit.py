@@ -69,9 +69,13 @@ def _progress(as_json: bool, what: str = "verifying"):
 
 
 def _note(value: str | None) -> str | None:
-    from ledger.audit import read_note_arg
+    from ledger.audit import parse_pinned, read_note_arg
 
-    return read_note_arg(value) if value is not None else None
+    if value is None:
+        return None
+    note = read_note_arg(value)
+    parse_pinned(note)  # a malformed note is rejected (exit 2) before the ledger is opened
+    return note
 
 
 def _key(value: str | None, flag: str) -> str | None:
@@ -94,18 +98,26 @@ def verify(
     bundle: str = typer.Option(
         None, "--bundle", metavar="FILE", help="Check an exported bundle offline (no database)."
     ),
+    chain: bool = typer.Option(
+        False, "--chain", help="Only the fast seq, hash and chain checks over the stored rows."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Check hashes, chains, canonical payloads, decisions, projections and checkpoints;
     exit 1 on failure.
 
     With --checkpoint, the root of the first N events must equal the pinned one. With
-    --bundle, a bundle file is checked on its own, without opening any ledger.
+    --bundle, a bundle file is checked on its own, without opening any ledger. With --chain,
+    only seq, hash and chain are checked (no replay), near the speed of reading the rows.
 
     Example: kernel-ledger verify --checkpoint checkpoint.txt --artifacts
     """
-    note = _note(checkpoint)
+    if chain:
+        others = (checkpoint, verifier_key, bundle)
+        _verify_chain(ctx, run, artifacts or any(v is not None for v in others), as_json)
+        return
     key = _key(verifier_key, "--verifier-key")
+    note = _note(checkpoint)
     if key is not None and note is None:
         from ledger.errors import InputError
 
@@ -133,14 +145,45 @@ def verify(
     if not report.ok:
         f = report.first_failure
         if f is not None:
-            where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else "ledger"
-            sys.stderr.write(f"Error: verification failed at {where}: {f.check}: {f.reason}\n")
+            _failed_at(f)
         else:
             assert report.artifacts is not None
             count = len(report.artifacts.changed) + len(report.artifacts.missing)
             sys.stderr.write(
                 f"Error: the ledger verifies, but {count} evidence file(s) changed or vanished\n"
             )
+        raise typer.Exit(1)
+
+
+def _failed_at(f) -> None:
+    where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else "ledger"
+    sys.stderr.write(f"Error: verification failed at {where}: {f.check}: {f.reason}\n")
+
+
+def _verify_chain(ctx: typer.Context, run: str | None, other: bool, as_json: bool) -> None:
+    from ledger.verify import verify_chain
+
+    if other:
+        from ledger.errors import InputError
+
+        raise InputError(
+            "--chain checks the hash chain alone; it takes no --checkpoint, --verifier-key, "
+            "--artifacts or --bundle"
+        )
+    store = open_store(ctx)
+    on_progress, finish = _progress(as_json)
+    report = verify_chain(store, run, on_progress=on_progress)
+    finish()
+    if as_json:
+        emit_json(report.as_dict())
+    elif report.ok:
+        say(
+            f"chain verified: {report.events_checked} events in {report.runs_checked} runs; "
+            f"checks {', '.join(report.checks)} all ok"
+        )
+    if not report.ok:
+        assert report.first_failure is not None
+        _failed_at(report.first_failure)
         raise typer.Exit(1)
 
 
@@ -334,7 +377,7 @@ def import_(
         return
     from ledger.bundle import import_bundle
 
-    result = import_bundle(open_store(ctx), input_path(file, "FILE"))
+    result = import_bundle(open_store(ctx, create=True), input_path(file, "FILE"))
     status = "imported" if result.events_imported else "unchanged"
     if as_json:
         emit_json(
@@ -361,7 +404,7 @@ def _import_legacy(ctx: typer.Context, legacy: str, as_json: bool) -> None:
     from ledger.legacy import LegacyRejected, import_legacy
 
     try:
-        result = import_legacy(open_store(ctx), input_path(legacy, "--legacy"))
+        result = import_legacy(open_store(ctx, create=True), input_path(legacy, "--legacy"))
     except LegacyRejected as exc:
         if not as_json:
             raise
@@ -424,8 +467,8 @@ def check_merge(
     """
     from ledger.gate import check_merge as gate
 
-    note = _note(checkpoint)
     key = _key(verifier_key, "--verifier-key")
+    note = _note(checkpoint)
     if key is not None and note is None:
         from ledger.errors import InputError
 

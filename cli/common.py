@@ -9,17 +9,20 @@ import typer
 JSON = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
 
 
-def open_service(ctx: typer.Context):
+def open_service(ctx: typer.Context, *, create: bool = False):
+    """The service on the --db ledger. Only commands whose job is to create a ledger (plan,
+    import, db upgrade) pass `create`; every other command refuses a missing SQLite ledger
+    (exit 4) instead of silently starting an empty one where the history was. The store is
+    opened on first use, after the command's input files were checked."""
     from ledger.service import LedgerService
+
+    return LedgerService.opening(lambda: open_store(ctx, create=create))
+
+
+def open_store(ctx: typer.Context, *, check_schema: bool = True, create: bool = False):
     from ledger.store.eventstore import Store, resolve_url
 
-    return LedgerService(Store(resolve_url((ctx.obj or {}).get("db"))))
-
-
-def open_store(ctx: typer.Context, *, check_schema: bool = True):
-    from ledger.store.eventstore import Store, resolve_url
-
-    return Store(resolve_url((ctx.obj or {}).get("db")), check_schema=check_schema)
+    return Store(resolve_url((ctx.obj or {}).get("db")), create=create, check_schema=check_schema)
 
 
 def input_path(value: str, flag: str) -> Path:

@@ -18,7 +18,7 @@ def upgrade(ctx: typer.Context, as_json: bool = JSON) -> None:
 
     Example: kernel-ledger --db postgresql+psycopg://owner@db/ledger db upgrade
     """
-    store = open_store(ctx.parent or ctx, check_schema=False)
+    store = open_store(ctx.parent or ctx, check_schema=False, create=True)
     before, after = store.upgrade()
     if as_json:
         emit_json({"status": "ok", "from_revision": before, "revision": after})
@@ -133,6 +133,11 @@ def grant(
         else:
             say("\n".join(f"{s};" for s in ("BEGIN", *statements, "COMMIT")))
         return
+    from ledger.store.eventstore import resolve_url
+
+    url = resolve_url(((ctx.parent or ctx).obj or {}).get("db"))
+    backend = url.split(":", 1)[0].split("+", 1)[0]
+    roles.check_grant(backend, role)  # refused before any ledger is opened (or looked for)
     result = roles.grant(open_store(ctx.parent or ctx), role)
     if as_json:
         emit_json(

@@ -25,7 +25,7 @@ def plan(
 
     Example: kernel-ledger plan --config examples/softmax-demo/config.json
     """
-    result = open_service(ctx).plan(input_path(config, "--config"))
+    result = open_service(ctx, create=True).plan(input_path(config, "--config"))
     if as_json:
         emit_json(
             {

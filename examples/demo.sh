@@ -27,4 +27,5 @@ done
 printf '\n# open the HTML reports in a browser: %s\n' "$OUT/reports/*.html"
 step $KL checkpoint
 step $KL check-merge --run softmax-demo-001 --kernel examples/softmax-demo/kernels/softmax_r5_gridstride.py || exit 1
+step $KL verify --chain
 step $KL verify

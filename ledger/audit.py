@@ -79,18 +79,30 @@ def read_key_arg(value: str, flag: str) -> str:
     """A signer or verifier key given as a file name or as the key text itself."""
     if not value or not value.strip():
         raise InputError(f"{flag} needs a key or a file holding one")
-    text = _file_text(value, flag)
+    # Every key holds a '+': a value without one names a file, and a missing file is
+    # reported as missing rather than parsed as a malformed key.
+    text = _file_text(value, flag, must_be_file="+" not in value)
     return (text if text is not None else value).strip()
 
 
-def _file_text(value: str, flag: str) -> str | None:
-    path = Path(value).expanduser()
+def _file_text(value: str, flag: str, *, must_be_file: bool = False) -> str | None:
+    """The text of the file `value` names; None when it names no file (the value is then
+    the note or key itself), unless `must_be_file`: then what is wrong with the path."""
     try:
-        if not path.is_file():
+        path = Path(value).expanduser()
+    except RuntimeError:  # ~name of an unknown user
+        if not must_be_file:
             return None
+        raise InputError(
+            f"{flag} file {display(value)} names a home folder that does not exist"
+        ) from None
+    try:
+        is_file = path.is_file()
     except OSError:
+        is_file = False
+    if not is_file and not must_be_file:
         return None
-    data = read_bytes(path, f"{flag} file")
+    data = read_bytes(path, f"{flag} file")  # one line on what is wrong with a path
     if len(data) > MAX_NOTE_BYTES:
         raise InputError(f"{flag} file {display(path)} is larger than {MAX_NOTE_BYTES} bytes")
     try:

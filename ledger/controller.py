@@ -47,7 +47,7 @@ def noise_aware(
     session drift comes from the run's A/A remeasures."""
     from ledger import stats
 
-    config = stats.StatisticsConfig.from_mapping(evidence.statistics)
+    config = stats.StatisticsConfig.from_recorded(evidence.statistics)
     seed = stats.derive_seed(
         canonical(
             {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from ledger.hashing import canonical
 
@@ -24,16 +24,29 @@ class Event(BaseModel):
         return self.model_dump(mode="json", exclude_none=False)
 
     def canonical_payload(self) -> bytes:
-        return canonical(self.payload())
+        # JSON-mode dumps write every key as a str: the key check can be skipped
+        return canonical(self.payload(), string_keys=True)
 
 
 class FileRef(BaseModel):
-    """A file the ledger was given: where it was, and what it held."""
+    """A file the ledger was given: where it was, and what it held.
+
+    `resolved_path` is where `path` led once symlinks were followed; it is present only when
+    that differs from `path` (so a FileRef without symlinks, and every event recorded before
+    the field existed, serializes exactly as `{path, sha256, size}`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     path: str
     sha256: str
     size: int
+    resolved_path: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unresolved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("resolved_path") is None:
+            data.pop("resolved_path", None)
+        return data
 
 
 class CaseWeight(BaseModel):

@@ -25,6 +25,11 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 RFC3339_UTC_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
 SECRET_SUFFIXES = ("TOKEN", "PASSWORD", "SECRET", "API_KEY", "APIKEY")
+"""Run Manifest v1's secret-like names: one of these, or ending in `_` and one of these."""
+SECRET_KEY_QUALIFIERS = ("SECRET", "PRIVATE")
+"""The spec's list is of examples ("such as"): a name ending in `_KEY` with one of these
+words before it is as secret-like (AWS_SECRET_ACCESS_KEY, DJANGO_SECRET_KEY,
+SSH_PRIVATE_KEY), though no `*_SECRET` pattern matches it."""
 RUN_TYPES = ("change-validation", "correctness", "debug", "performance", "profiling")
 MANIFEST_STATUSES = ("planned", "running", "passed", "failed", "inconclusive", "cancelled")
 
@@ -343,8 +348,7 @@ class RunManifest(_Closed):
     @model_validator(mode="after")
     def _rules(self) -> RunManifest:
         for key in self.environment_variables:
-            upper = key.upper()
-            if any(upper == s or upper.endswith("_" + s) for s in SECRET_SUFFIXES):
+            if secret_like(key):
                 raise ValueError(f"environment_variables.{key} looks like a secret and is refused")
         names: set[str] = set()
         for index, artifact in enumerate(self.artifacts):
@@ -355,6 +359,18 @@ class RunManifest(_Closed):
 
     def artifact(self, name: str) -> Artifact | None:
         return next((a for a in self.artifacts if a.name == name), None)
+
+
+def secret_like(name: str) -> bool:
+    """Whether an environment variable name looks like it holds a secret, whatever its case.
+
+    The name's ending decides, as in the spec's `*_TOKEN` patterns: TOKENIZER_PATH,
+    PASSWORD_MIN_LENGTH, MY_PASSWORD_FILE (a path) and GITHUB_TOKEN_X are not refused."""
+    upper = name.upper()
+    if any(upper == s or upper.endswith("_" + s) for s in SECRET_SUFFIXES):
+        return True
+    words = upper.split("_")
+    return words[-1] == "KEY" and any(w in SECRET_KEY_QUALIFIERS for w in words[:-1])
 
 
 def _plain_string(value: Any) -> str:

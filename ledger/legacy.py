@@ -48,7 +48,6 @@ from ledger.controller import (
 from ledger.errors import InputError
 from ledger.events import (
     Event,
-    FileRef,
     Measurement,
     MeasurementsRecorded,
     RoundDecided,
@@ -72,6 +71,7 @@ from ledger.service import (
     measured_cases,
     plan_events,
     read_kernel,
+    recorded_file,
     validation_event,
 )
 from ledger.store import audit_store
@@ -294,7 +294,7 @@ def _round(
         expected_signal=(
             result.expected_signal.model_dump(mode="json") if result.expected_signal else None
         ),
-        result=FileRef(path=str(path), sha256=doc.sha256, size=doc.size),
+        result=recorded_file(path, doc.sha256, doc.size),
         result_document=value,
     )
     before = view  # `record` decides on the run as it was before the round's events

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from ledger.errors import InputError
+from ledger.jsonio import DEFAULT_MAX_INPUT_BYTES, check_json_value, max_input_bytes
+from ledger.jsonio import reject_duplicate_keys as _reject_duplicate_keys
 
 __all__ = [
     "FORMATS",
@@ -56,8 +58,9 @@ __all__ = [
 ]
 
 FORMATS = ("msprof-op", "op-summary", "kernel-details", "ncu-csv", "signals-json")
-MAX_FILE_BYTES = 64 * 1024 * 1024
-"""Largest raw profile file accepted (64 MiB)."""
+MAX_FILE_BYTES = DEFAULT_MAX_INPUT_BYTES
+"""Largest raw profile file accepted by default (64 MiB); like every other input file,
+`KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it (`jsonio.max_input_bytes`)."""
 
 _MAX_WALK_FILES = 20_000
 _MAX_WALK_DEPTH = 8
@@ -928,10 +931,13 @@ def _reject_constant(token: str) -> float:
 
 
 def parse_signals_json(text: str, *, source: str = "signals.json") -> ParsedProfile:
-    """A JSON object of signal name -> finite number. Booleans, strings, nested values and
-    NaN/Infinity are rejected."""
+    """A JSON object of signal name -> finite number. Booleans, strings, nested values,
+    NaN/Infinity, duplicate names and lone surrogates are rejected (the strict rules of
+    ledger/jsonio.py that every input file follows)."""
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicate_keys
+        )
     except RecursionError:
         raise InputError(f"{source}: JSON is nested too deeply") from None
     except ValueError as exc:
@@ -956,6 +962,10 @@ def parse_signals_json(text: str, *, source: str = "signals.json") -> ParsedProf
         if not math.isfinite(number):
             raise InputError(f"{source}: signal {label} is not a finite number")
         signals[key] = number
+    try:
+        check_json_value(signals)
+    except ValueError as exc:
+        raise InputError(f"{source}: {exc}") from None
     return ParsedProfile(
         format="signals-json",
         signals=dict(sorted(signals.items())),
@@ -973,18 +983,19 @@ def _read(path: Path, display: str) -> tuple[str, SourceFile]:
         raise InputError(f"{display}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{display}: not a regular file")
-    if info.st_size > MAX_FILE_BYTES:
+    limit = max_input_bytes()
+    shown = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit}-byte"
+    if info.st_size > limit:
         raise InputError(
-            f"{display}: {info.st_size} bytes is over the {MAX_FILE_BYTES // 2**20} MiB "
-            "limit for profile files"
+            f"{display}: {info.st_size} bytes is over the {shown} limit for profile files"
         )
     try:
         with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+            data = handle.read(limit + 1)
     except OSError as exc:
         raise InputError(f"{display}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"{display}: over the {MAX_FILE_BYTES // 2**20} MiB limit")
+    if len(data) > limit:
+        raise InputError(f"{display}: over the {shown} limit")
     record = SourceFile(display, hashlib.sha256(data).hexdigest(), len(data))
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(f"{display}: is UTF-16 text; save it as UTF-8")

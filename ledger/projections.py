@@ -7,24 +7,26 @@ and must get identical rows. One handler per event type; an unknown type fails l
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
-from ledger.decide import Limits, Objective
-from ledger.events import (
-    DiagnosisRecorded,
-    Event,
-    MeasurementsRecorded,
-    NoiseMeasured,
-    ProfileRecorded,
-    RoundDecided,
-    RoundSubmitted,
-    RunConcluded,
-    RunPlanned,
-    ValidationLinked,
-)
 from ledger.hashing import canonical
+
+if TYPE_CHECKING:  # dispatch is by `event_type`: reading projections needs no event models
+    from ledger.decide import Limits, Objective
+    from ledger.events import (
+        DiagnosisRecorded,
+        Event,
+        MeasurementsRecorded,
+        ProfileRecorded,
+        RoundDecided,
+        RoundSubmitted,
+        RunConcluded,
+        RunPlanned,
+        ValidationLinked,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,8 @@ class RunView:
 
     @property
     def objective(self) -> Objective:
+        from ledger.decide import Objective  # not at import: `status` needs no decisions
+
         r = self.run
         return Objective(
             r.target_relative_improvement,
@@ -148,6 +152,8 @@ class RunView:
 
     @property
     def limits(self) -> Limits:
+        from ledger.decide import Limits
+
         return Limits(self.run.max_rounds, self.run.max_consecutive_failures)
 
     @property
@@ -197,117 +203,227 @@ def _planned(event: RunPlanned, version: int, at: str) -> RunView:
 
 def apply(view: RunView | None, version: int, at: str, event: Event) -> RunView:
     """Fold one event into the view of its run."""
-    if isinstance(event, RunPlanned):
-        if view is not None:
-            raise ProjectionError("RunPlanned for a run that already exists")
-        return _planned(event, version, at)
+    return fold_into(view, ((version, at, event),))
+
+
+def fold_into(view: RunView | None, events: Iterable[tuple[int, str, Event]]) -> RunView:
+    """Fold (stream_version, recorded_at, event) triples, in version order, into `view`.
+
+    The events of one append (or of a whole run) are folded into a mutable working copy;
+    the frozen rows are built once at the end, not once per event."""
+    items = iter(events)
     if view is None:
-        raise ProjectionError(f"{event.event_type} before RunPlanned")
-    run = replace(view.run, stream_version=version, updated_at=at)
-    if isinstance(event, ValidationLinked):
-        pending = replace(view.pending, validation_status=event.status)
-        return replace(view, run=run, pending=pending)
-    if isinstance(event, MeasurementsRecorded):
-        if event.role == "baseline":
-            medians = {m.case_id: m.median_us for m in event.measurements}
-            cases = tuple(
-                replace(c, baseline_median_us=medians[c.case_id], best_median_us=medians[c.case_id])
-                for c in view.cases
+        first = next(items, None)
+        if first is None:
+            raise ProjectionError("no events to fold")
+        version, at, event = first
+        if event.event_type != "RunPlanned":
+            raise ProjectionError(f"{event.event_type} before RunPlanned")
+        view = _planned(event, version, at)  # type: ignore[arg-type]
+    work = _Working(view)
+    for version, at, event in items:
+        handler = _HANDLERS.get(event.event_type)
+        if handler is None:
+            raise ProjectionError(f"no projection handler for {event.event_type}")
+        work.run["stream_version"] = version
+        work.run["updated_at"] = at
+        handler(work, version, at, event)
+    return work.view()
+
+
+def _new(cls: type, getters: tuple[Callable[..., None], ...]) -> Callable[[Iterable[Any]], Any]:
+    """A constructor of a frozen, slotted row from its field values in order, without
+    `__init__`'s one `object.__setattr__` per field (this runs for every event folded)."""
+    new = object.__new__
+
+    def make(values: Iterable[Any]) -> Any:
+        row = new(cls)
+        for set_field, value in zip(getters, values, strict=True):
+            set_field(row, value)
+        return row
+
+    return make
+
+
+def _maker(cls: type) -> Callable[[Iterable[Any]], Any]:
+    return _new(cls, tuple(getattr(cls, name).__set__ for name in cls.__slots__))
+
+
+_RUN_FIELDS = RunRow.__slots__
+_run_values = attrgetter(*_RUN_FIELDS)
+_make_run = _maker(RunRow)
+_make_round = _maker(RoundRow)
+_make_profile = _maker(ProfileRow)
+_make_view = _maker(RunView)
+
+
+class _Working:
+    """One run's projection while a batch of its events is folded."""
+
+    __slots__ = ("base", "cases", "profiles", "rounds", "run", "submitted", "validation_status")
+
+    def __init__(self, view: RunView) -> None:
+        self.base = view
+        self.run: dict[str, Any] = dict(zip(_RUN_FIELDS, _run_values(view.run), strict=True))
+        self.cases = view.cases
+        self.rounds: list[RoundRow] = []
+        self.profiles: list[ProfileRow] = []
+        self.submitted = view.pending.submitted
+        self.validation_status = view.pending.validation_status
+
+    def view(self) -> RunView:
+        base = self.base
+        pending = base.pending
+        if (
+            self.submitted is not pending.submitted
+            or self.validation_status != pending.validation_status
+        ):
+            pending = _Pending(self.submitted, self.validation_status)
+        return _make_view(
+            (
+                _make_run(self.run.values()),
+                self.cases,
+                (*base.rounds, *self.rounds) if self.rounds else base.rounds,
+                pending,
+                (*base.profiles, *self.profiles) if self.profiles else base.profiles,
             )
-            return replace(view, run=run, cases=cases)
-        return replace(view, run=run)
-    if isinstance(event, RoundSubmitted):
-        return replace(view, run=run, pending=_Pending(submitted=event))
-    if isinstance(event, RoundDecided):
-        return _decided(view, run, at, event)
-    if isinstance(event, ProfileRecorded):
-        attribution = event.attribution or {}
-        row = ProfileRow(
-            run_id=run.run_id,
-            stream_version=version,
-            op_name=run.op_name,
-            soc=run.soc,
-            kernel_sha256=event.kernel_sha256,
-            subject=event.subject,
-            round=event.round,
-            format=event.format,
-            bottleneck=attribution.get("bottleneck"),
-            signals=signals_text(event.signals),
-            recorded_at=at,
         )
-        return replace(view, run=run, profiles=(*view.profiles, row))
-    if isinstance(event, NoiseMeasured):
-        return replace(view, run=run)
-    if isinstance(event, DiagnosisRecorded):
-        run = replace(
-            run, consecutive_failures=0, needs_diagnosis=False, bottleneck_model=event.bottleneck
-        )
-        return replace(view, run=run)
-    if isinstance(event, RunConcluded):
-        run = replace(run, status="concluded", conclusion=event.conclusion, concluded_at=at)
-        return replace(view, run=run)
-    raise ProjectionError(f"no projection handler for {event.event_type}")
 
 
-def _decided(view: RunView, run: RunRow, at: str, event: RoundDecided) -> RunView:
-    submitted = view.pending.submitted
+def _planned_again(work: _Working, version: int, at: str, event: Any) -> None:
+    raise ProjectionError("RunPlanned for a run that already exists")
+
+
+def _validation(work: _Working, version: int, at: str, event: ValidationLinked) -> None:
+    work.validation_status = event.status
+
+
+def _measured(work: _Working, version: int, at: str, event: MeasurementsRecorded) -> None:
+    if event.role == "baseline":
+        medians = {m.case_id: m.median_us for m in event.measurements}
+        work.cases = tuple(
+            CaseRow(
+                c.run_id, c.position, c.case_id, c.weight, medians[c.case_id], medians[c.case_id]
+            )
+            for c in work.cases
+        )
+
+
+def _submitted(work: _Working, version: int, at: str, event: RoundSubmitted) -> None:
+    work.submitted, work.validation_status = event, None
+
+
+def _profiled(work: _Working, version: int, at: str, event: ProfileRecorded) -> None:
+    run = work.run
+    attribution = event.attribution or {}
+    work.profiles.append(
+        _make_profile(
+            (
+                run["run_id"],
+                version,
+                run["op_name"],
+                run["soc"],
+                event.kernel_sha256,
+                event.subject,
+                event.round,
+                event.format,
+                attribution.get("bottleneck"),
+                signals_text(event.signals),
+                at,
+            )
+        )
+    )
+
+
+def _unchanged(work: _Working, version: int, at: str, event: Any) -> None:
+    pass  # stream_version and updated_at only
+
+
+def _diagnosed(work: _Working, version: int, at: str, event: DiagnosisRecorded) -> None:
+    run = work.run
+    run["consecutive_failures"] = 0
+    run["needs_diagnosis"] = False
+    run["bottleneck_model"] = event.bottleneck
+
+
+def _concluded(work: _Working, version: int, at: str, event: RunConcluded) -> None:
+    run = work.run
+    run["status"] = "concluded"
+    run["conclusion"] = event.conclusion
+    run["concluded_at"] = at
+
+
+def _decided(work: _Working, version: int, at: str, event: RoundDecided) -> None:
+    submitted = work.submitted
     if submitted is None or submitted.round != event.round:
         raise ProjectionError(f"RoundDecided for round {event.round} without its RoundSubmitted")
     after = event.best_after
-    run = replace(
-        run,
-        best_kernel_sha256=after.sha256,
-        best_kernel_path=after.path,
-        best_round=after.round,
-        rounds_recorded=event.round,
-        kept_rounds=run.kept_rounds + (event.decision == "KEEP"),
-        consecutive_failures=event.consecutive_failures,
-        cumulative_improvement=event.cumulative_improvement,
-        target_met=event.target_met,
-        needs_diagnosis=event.needs_diagnosis,
-        remaining_rounds=event.remaining_rounds,
+    run = work.run
+    run["best_kernel_sha256"] = after.sha256
+    run["best_kernel_path"] = after.path
+    run["best_round"] = after.round
+    run["rounds_recorded"] = event.round
+    run["kept_rounds"] += event.decision == "KEEP"
+    run["consecutive_failures"] = event.consecutive_failures
+    run["cumulative_improvement"] = event.cumulative_improvement
+    run["target_met"] = event.target_met
+    run["needs_diagnosis"] = event.needs_diagnosis
+    run["remaining_rounds"] = event.remaining_rounds
+    work.cases = tuple(
+        CaseRow(c.run_id, c.position, c.case_id, c.weight, c.baseline_median_us, m)
+        for c, m in zip(work.cases, after.medians_us, strict=True)
     )
-    cases = tuple(
-        replace(c, best_median_us=m) for c, m in zip(view.cases, after.medians_us, strict=True)
+    start = event.start_profile
+    work.rounds.append(
+        _make_round(
+            (  # RoundRow's fields, in order
+                run["run_id"],
+                event.round,
+                run["op_name"],
+                run["soc"],
+                event.decision,
+                submitted.hypothesis,
+                submitted.change,
+                event.mechanism,
+                submitted.candidate.sha256,
+                submitted.candidate.path,
+                submitted.parent_kernel_sha256,
+                work.validation_status or "unknown",
+                event.relative_improvement,
+                event.worst_case_regression,
+                event.cumulative_improvement,
+                after.sha256,
+                event.consecutive_failures,
+                event.target_met,
+                event.needs_diagnosis,
+                event.remaining_rounds,
+                at,
+                start.bottleneck if start else None,
+                event.mechanism_check.confirmed if event.mechanism_check else None,
+                ",".join(event.flags) or None,
+                signals_text(start.signals) if start else None,
+            )
+        )
     )
-    row = RoundRow(
-        run_id=run.run_id,
-        round=event.round,
-        op_name=run.op_name,
-        soc=run.soc,
-        decision=event.decision,
-        hypothesis=submitted.hypothesis,
-        change=submitted.change,
-        mechanism=event.mechanism,
-        candidate_sha256=submitted.candidate.sha256,
-        candidate_path=submitted.candidate.path,
-        parent_kernel_sha256=submitted.parent_kernel_sha256,
-        validation_status=view.pending.validation_status or "unknown",
-        relative_improvement=event.relative_improvement,
-        worst_case_regression=event.worst_case_regression,
-        cumulative_improvement=event.cumulative_improvement,
-        best_kernel_sha256=after.sha256,
-        consecutive_failures=event.consecutive_failures,
-        target_met=event.target_met,
-        needs_diagnosis=event.needs_diagnosis,
-        remaining_rounds=event.remaining_rounds,
-        recorded_at=at,
-        bottleneck=event.start_profile.bottleneck if event.start_profile else None,
-        mechanism_confirmed=event.mechanism_check.confirmed if event.mechanism_check else None,
-        flags=",".join(event.flags) or None,
-        start_signals=signals_text(event.start_profile.signals) if event.start_profile else None,
-    )
-    return replace(view, run=run, cases=cases, rounds=(*view.rounds, row), pending=_Pending())
+    work.submitted, work.validation_status = None, None
+
+
+_HANDLERS: dict[str, Callable[[_Working, int, str, Any], None]] = {
+    "RunPlanned": _planned_again,
+    "ValidationLinked": _validation,
+    "MeasurementsRecorded": _measured,
+    "RoundSubmitted": _submitted,
+    "RoundDecided": _decided,
+    "ProfileRecorded": _profiled,
+    "NoiseMeasured": _unchanged,
+    "DiagnosisRecorded": _diagnosed,
+    "RunConcluded": _concluded,
+}
 
 
 def fold(events: Iterable[tuple[int, str, Event]]) -> RunView:
     """Fold one run's (stream_version, recorded_at, event) triples, in version order."""
-    view: RunView | None = None
-    for version, at, event in events:
-        view = apply(view, version, at, event)
-    if view is None:
-        raise ProjectionError("no events to fold")
-    return view
+    return fold_into(None, events)
 
 
 def as_dict(row: Any) -> dict[str, Any]:

@@ -10,6 +10,9 @@ projections in one transaction. A reader who opens this file sees the whole work
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +30,7 @@ from ledger.controller import (
     profile_event,
     settings_from,
 )
-from ledger.errors import InputError
+from ledger.errors import ConflictError, InputError, LedgerError, StoreUnavailable
 from ledger.events import (
     CaseWeight,
     DiagnosisRecorded,
@@ -94,15 +97,30 @@ class KernelFile:
     content: bytes
 
 
+def recorded_file(path: Path, sha256: str, size: int) -> FileRef:
+    """The FileRef of a file that was read: the path as given and, when following symlinks
+    leads elsewhere, the path it resolved to."""
+    try:
+        resolved = os.path.realpath(path, strict=True)
+    except (OSError, ValueError):
+        resolved = None
+    return FileRef(
+        path=str(path),
+        sha256=sha256,
+        size=size,
+        resolved_path=resolved if resolved is not None and resolved != str(path) else None,
+    )
+
+
 def read_kernel(path: Path, what: str) -> KernelFile:
     data = read_bytes(path, what)
     digest = sha256_hex(data)
-    return KernelFile(FileRef(path=str(path), sha256=digest, size=len(data)), data)
+    return KernelFile(recorded_file(path, digest, len(data)), data)
 
 
 def file_ref(path: Path, what: str) -> FileRef:
     data = read_bytes(path, what)
-    return FileRef(path=str(path), sha256=sha256_hex(data), size=len(data))
+    return recorded_file(path, sha256_hex(data), len(data))
 
 
 def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement:
@@ -117,7 +135,7 @@ def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement
     if row.source is not None:
         path = resolve(base_file, row.source)
         loaded = raw.load_samples_file(path)
-        source = FileRef(path=str(path), sha256=loaded.sha256, size=path.stat().st_size)
+        source = recorded_file(path, loaded.sha256, path.stat().st_size)
         if samples is None:
             samples = list(loaded.samples_us)
         elif len(samples) != len(loaded.samples_us) or any(
@@ -157,15 +175,11 @@ def validation_event(round_no: int, kernel_sha256: str, ev: ValidationEvidence) 
     return ValidationLinked(
         round=round_no,
         kernel_sha256=kernel_sha256,
-        manifest=FileRef(
-            path=str(ev.manifest_path), sha256=ev.manifest_sha256, size=ev.manifest_size
-        ),
+        manifest=recorded_file(ev.manifest_path, ev.manifest_sha256, ev.manifest_size),
         manifest_run_id=ev.manifest.run_id,
         manifest_parent_run_id=ev.manifest.parent_run_id,
         status=ev.manifest.status,
-        case_matrix=FileRef(
-            path=str(ev.case_matrix_path), sha256=ev.case_matrix_sha256, size=ev.case_matrix_size
-        ),
+        case_matrix=recorded_file(ev.case_matrix_path, ev.case_matrix_sha256, ev.case_matrix_size),
         case_ids=ev.case_ids,
     )
 
@@ -196,6 +210,9 @@ def _plan_of(stream: Sequence[StoredEvent]) -> RunPlanned:
     return event
 
 
+PLANNED_BOOTSTRAP = "smoothed"  # StatisticsConfig().bootstrap (tests/unit/test_stats.py checks)
+
+
 @dataclass(frozen=True)
 class PlannedRun:
     """What `plan` appends for a configuration: the events in order and the kernel read."""
@@ -217,6 +234,10 @@ def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
         from ledger.stats import StatisticsConfig
 
         StatisticsConfig.from_mapping(config.statistics)
+    # Recorded with the bootstrap variant in force, so that a replay tells this run from one
+    # planned before the key existed (absent means "plain"; StatisticsConfig.from_recorded).
+    # The same as StatisticsConfig.planned(...), without importing numpy for every plan.
+    statistics = {"bootstrap": PLANNED_BOOTSTRAP, **(config.statistics or {})}
     kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
     planned = config.case_ids
     baseline = measured_cases(config.baseline, planned, config_path, "baseline")
@@ -242,9 +263,9 @@ def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
             max_rounds=config.max_rounds,
             max_consecutive_failures=config.max_consecutive_failures,
         ),
-        statistics=config.statistics,
+        statistics=statistics,
         measurement_policy=config.measurement_policy,
-        config=FileRef(path=str(config_path), sha256=doc.sha256, size=doc.size),
+        config=recorded_file(config_path, doc.sha256, doc.size),
         config_document=doc.value,
     )
     events = (
@@ -255,6 +276,52 @@ def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
         ),
     )
     return PlannedRun(events, kernel)
+
+
+def _indexed_evidence(
+    store: Store, conn: Any, view: RunView, kernels: Sequence[str]
+) -> tuple[RunPlanned, RunEvidence] | None:
+    """`LedgerService.decision_evidence` through the index; None where the run needs the
+    whole fold (remeasures) or its events are not laid out as `plan` and `record` append
+    them (the baseline's measurements first, each round's before its decision)."""
+    run_id = view.run.run_id
+    rare = store.type_versions(conn, run_id, ("NoiseMeasured", "DiagnosisRecorded"))
+    if any(kind == "NoiseMeasured" for _, kind in rare):
+        return None
+    first = store.read_version(conn, run_id, 1)
+    plan = first.event() if first is not None else None
+    if not isinstance(plan, RunPlanned):
+        return None
+    evidence = RunEvidence()
+    evidence.apply(plan)
+    best = view.run.best_round  # decide_round reads this round's samples
+    if best == 0:
+        version = store.nth_version(conn, run_id, "MeasurementsRecorded", 1)
+    else:
+        decided = store.nth_version(conn, run_id, "RoundDecided", best)
+        version = (
+            store.last_version_before(conn, run_id, "MeasurementsRecorded", decided)
+            if decided is not None
+            else None
+        )
+    measured = store.read_version(conn, run_id, version) if version is not None else None
+    event = measured.event() if measured is not None else None
+    if not isinstance(event, MeasurementsRecorded) or event.round != best:
+        return None
+    evidence.apply(event)
+    if view.run.needs_diagnosis:  # decide_round reads failed mechanisms only then
+        diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
+        after = store.count_before(conn, run_id, "RoundDecided", diagnoses[-1]) if diagnoses else 0
+        for number, decision, mechanism in store.rounds_after(conn, run_id, after):
+            if decision != "KEEP" and mechanism is not None:
+                evidence.failed_mechanisms.setdefault(mechanism, []).append(number)
+    for kernel in dict.fromkeys(kernels):
+        version = store.latest_profile_version(conn, run_id, kernel)
+        if version is not None:
+            profile = store.read_version(conn, run_id, version)
+            assert profile is not None
+            evidence.apply(profile.event())
+    return plan, evidence
 
 
 class NoiseFile(BaseModel):
@@ -275,9 +342,35 @@ class LedgerService:
         clock: Callable[[], str] = utc_now,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
-        self.store = store
+        self._store: Store | None = store
+        self._open_store: Callable[[], Store] | None = None
         self.clock = clock
         self.new_id = new_id
+
+    @classmethod
+    def opening(
+        cls,
+        open_store: Callable[[], Store],
+        *,
+        clock: Callable[[], str] = utc_now,
+        new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> LedgerService:
+        """A service that opens its store on first use: a use case checks its input files
+        first, so a bad file is rejected (exit 2) before the ledger is opened, or created."""
+        service = cls(None, clock=clock, new_id=new_id)  # type: ignore[arg-type]
+        service._open_store = open_store
+        return service
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            assert self._open_store is not None
+            self._store = self._open_store()
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -299,7 +392,12 @@ class LedgerService:
         batch = [NewEvent(self.new_id(), item, at) for item in items]
         expected = before.run.stream_version if before else 0
         with self.store.transaction(write=True) as conn:
+            head = self.store.stream_head(conn, run_id)[0]
             stored = self.store.append(conn, run_id, expected, batch)
+            if head != expected:
+                # Not a conflict, so the store recognised a retry of an append that succeeded
+                # (same event ids, same content): answer as that append did, write nothing.
+                return self._replayed(before, stored, items), stored
             for blob in blobs:
                 self.store.put_blob(conn, blob)
             after = before
@@ -308,6 +406,17 @@ class LedgerService:
             assert after is not None
             self.store.save_view(conn, before, after)
         return after, stored
+
+    @staticmethod
+    def _replayed(
+        before: RunView | None, stored: Sequence[StoredEvent], items: Sequence[Event]
+    ) -> RunView:
+        """The view right after `stored`, events that are in the ledger already."""
+        after = before
+        for record, item in zip(stored, items, strict=True):
+            after = projections.apply(after, record.stream_version, record.recorded_at, item)
+        assert after is not None
+        return after
 
     def view(self, run_id: str) -> RunView:
         with self.store.transaction() as conn:
@@ -328,6 +437,32 @@ class LedgerService:
         if view is None:
             raise InputError(f"run {run_id!r} is not in the ledger")
         return view, stream
+
+    def decision_evidence(
+        self, view: RunView, kernels: Sequence[str]
+    ) -> tuple[RunPlanned, RunEvidence]:
+        """The run's plan and what `decide_round` reads of its events (the best round's
+        measurements, the latest profile of each of `kernels`, the failed mechanisms since
+        the last diagnosis), read through the events-by-type index: a few lookups, whatever
+        the run's length. A run with A/A remeasures folds its evidence events whole (the
+        noise pairs need every measurement of the remeasured kernels). `view` must be the
+        run's current projection: another writer in between is a conflict."""
+        run_id = view.run.run_id
+        with self.store.transaction() as conn:
+            head = self.store.stream_head(conn, run_id)[0]
+            if head != view.run.stream_version:
+                raise ConflictError(
+                    f"run {run_id} is at version {head}, not {view.run.stream_version}: "
+                    "another writer recorded first; nothing was written, retry"
+                )
+            found = _indexed_evidence(self.store, conn, view, kernels)
+            if found is not None:
+                return found
+            stream = self.store.read_stream(conn, run_id, types=EVIDENCE_EVENT_TYPES)
+        evidence = RunEvidence()
+        for record in stream:
+            evidence.apply(record.event())
+        return _plan_of(stream), evidence
 
     def full_view(self, run_id: str) -> RunView:
         with self.store.transaction() as conn:
@@ -355,7 +490,7 @@ class LedgerService:
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
         shown = display(result_path)
-        view, stream = self.state(run_id, evidence_only=True)
+        view = self.view(run_id)
         run = view.run
         if view.concluded:
             raise InputError(
@@ -377,6 +512,9 @@ class LedgerService:
                 f"current best kernel of run {run_id!r} ({run.best_kernel_sha256})"
             )
         candidate = read_kernel(resolve(result_path, result.candidate.path), "candidate.path")
+        plan, evidence = self.decision_evidence(
+            view, [run.best_kernel_sha256, candidate.ref.sha256]
+        )
         planned = [c.case_id for c in view.cases]
         validation = check_validation(
             resolve(result_path, result.verification.manifest),
@@ -399,7 +537,7 @@ class LedgerService:
             expected_signal=(
                 result.expected_signal.model_dump(mode="json") if result.expected_signal else None
             ),
-            result=FileRef(path=str(result_path), sha256=doc.sha256, size=doc.size),
+            result=recorded_file(result_path, doc.sha256, doc.size),
             result_document=doc.value,
         )
         items: list[Event] = [
@@ -416,7 +554,7 @@ class LedgerService:
                 )
             )
         if result.profiler_signals:
-            settings = attribution_settings(_plan_of(stream))
+            settings = attribution_settings(plan)
             items.append(
                 profile_event(
                     settings,
@@ -428,9 +566,6 @@ class LedgerService:
                     signals=dict(result.profiler_signals),
                 )
             )
-        evidence = RunEvidence()
-        for record in stream:
-            evidence.apply(record.event())
         for item in items:
             evidence.apply(item)
         decided = decide_round(
@@ -499,7 +634,7 @@ class LedgerService:
             data = read_bytes(full, "profile file")
             if sha256_hex(data) != source.sha256:
                 raise InputError(f"profile file {display(full)} changed while it was read")
-            files.append(FileRef(path=str(full), sha256=source.sha256, size=source.size))
+            files.append(recorded_file(full, source.sha256, source.size))
             blobs.append(data)
         event = profile_event(
             attribution_settings(plan),
@@ -564,14 +699,14 @@ class LedgerService:
             kernel_sha256=item.kernel_sha256,
             after_round=view.run.rounds_recorded,
             measurements=measured,
-            source=FileRef(path=str(path), sha256=doc.sha256, size=doc.size),
+            source=recorded_file(path, doc.sha256, doc.size),
         )
         evidence = RunEvidence()
         for record in stream:
             evidence.apply(record.event())
         evidence.apply(event)
         self.append(run_id, view, [event], [])
-        config = stats.StatisticsConfig.from_mapping(evidence.statistics)
+        config = stats.StatisticsConfig.from_recorded(evidence.statistics)
         weights = [c.weight for c in view.cases]
         drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
         return {
@@ -656,6 +791,14 @@ class LedgerService:
         after, _ = self.append(run_id, view, [conclusion_event(view)], [])
         return projections.RunView(run=after.run, cases=after.cases, rounds=view.rounds)
 
+    def conclusion_preview(self, view: RunView) -> RunView:
+        """The view `conclude` would give a run in this state, with nothing appended."""
+        if view.concluded:
+            return view
+        event = conclusion_event(view)  # at the run's last time: the clock is not consulted
+        after = projections.apply(view, view.run.stream_version + 1, view.run.updated_at, event)
+        return projections.RunView(run=after.run, cases=after.cases, rounds=view.rounds)
+
     def planned_event(self, run_id: str) -> RunPlanned:
         with self.store.transaction() as conn:
             first = self.store.read_version(conn, run_id, 1)
@@ -696,38 +839,95 @@ class AnalyzeResult:
     analysis_path: Path
 
 
-def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeResult:
-    """Conclude the run (once) and write analysis.json, report.md and manifest.json."""
+_NOT_A_FOLDER = {errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT}
+
+
+def _output_files(view: RunView, plan: RunPlanned, last_event_hash: str, command: list[str]):
+    """analysis.json, report.md and manifest.json of a concluded run, as bytes."""
     from ledger import analysis
 
-    output_dir = Path(output_dir).absolute()
-    view = service.full_view(run_id)  # unknown runs are refused before anything is written
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        probe = output_dir / ".kernel-ledger-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise InputError(
-            f"cannot write to the output folder {display(output_dir)}: {exc.strerror or exc}"
-        ) from None
-    view = service.conclude(run_id)
-    plan = service.planned_event(run_id)
-    stream = service.stream(run_id)
-    document = analysis.analysis_document(view, plan, last_event_hash=stream[-1].event_hash)
+    document = analysis.analysis_document(view, plan, last_event_hash=last_event_hash)
     files = {
         "analysis.json": analysis.dumps(document),
         "report.md": analysis.report_markdown(document).encode(),
     }
-    manifest = analysis.performance_manifest(
-        view,
-        plan,
-        files=files,
-        command=["kernel-ledger", "analyze", "--run", run_id, "--output-dir", str(output_dir)],
-    )
+    manifest = analysis.performance_manifest(view, plan, files=files, command=command)
     files["manifest.json"] = analysis.dumps(manifest)
+    return files
+
+
+def _output_error(output_dir: Path, exc: OSError, *, concluded: bool) -> LedgerError:
+    """A path that is not a usable folder is rejected input (exit 2); a folder that cannot
+    take the files (full, read-only, no permission, I/O error) is a storage error (exit 4)."""
+    message = f"cannot write to the output folder {display(output_dir)}: {exc.strerror or exc}"
+    if concluded:
+        message += "; the run is concluded: run analyze again to write its files"
+    else:
+        message += "; nothing was appended"
+    if exc.errno in _NOT_A_FOLDER:
+        return InputError(message)
+    return StoreUnavailable(message)
+
+
+def _stage(output_dir: Path, files: dict[str, bytes], staged: dict[str, Path]) -> None:
+    """Reserve room for the output files before anything is appended: write each (as it is
+    about to be, with some slack for a round recorded meanwhile) under a temporary name,
+    noted in `staged` as soon as it exists."""
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     for name, data in files.items():
-        (output_dir / name).write_bytes(data)
+        final = output_dir / name
+        if final.is_dir():
+            raise IsADirectoryError(errno.EISDIR, f"{name} is a folder", str(final))
+        temp = output_dir / f".{name}.{tag}.tmp"
+        staged[name] = temp
+        with temp.open("wb") as handle:
+            handle.write(data + b" " * max(4096, len(data) // 4))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _publish(staged: dict[str, Path], output_dir: Path, files: dict[str, bytes]) -> None:
+    """Overwrite the reserved files with the final bytes, then rename them into place."""
+    for name, data in files.items():
+        with staged[name].open("r+b") as handle:
+            handle.write(data)
+            handle.truncate(len(data))
+            handle.flush()
+            os.fsync(handle.fileno())
+    for name in files:
+        os.replace(staged[name], output_dir / name)
+
+
+def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeResult:
+    """Conclude the run (once) and write analysis.json, report.md and manifest.json.
+
+    The files are staged in the output folder first (with the conclusion the run is about
+    to get), so an output folder that cannot take them refuses the command before
+    RunConcluded is appended; then they are rewritten with the final content and renamed
+    into place."""
+    output_dir = Path(output_dir).absolute()
+    view = service.full_view(run_id)  # unknown runs are refused before anything is written
+    plan = service.planned_event(run_id)
+    command = ["kernel-ledger", "analyze", "--run", run_id, "--output-dir", str(output_dir)]
+    staged: dict[str, Path] = {}
+    try:
+        try:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            preview = service.conclusion_preview(view)
+            _stage(output_dir, _output_files(preview, plan, "0" * 64, command), staged)
+        except OSError as exc:
+            raise _output_error(output_dir, exc, concluded=view.concluded) from None
+        view = service.conclude(run_id)
+        stream = service.stream(run_id)
+        files = _output_files(view, plan, stream[-1].event_hash, command)
+        try:
+            _publish(staged, output_dir, files)
+        except OSError as exc:
+            raise _output_error(output_dir, exc, concluded=True) from None
+    finally:
+        for temp in staged.values():
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
     return AnalyzeResult(
         run_id=run_id,
         status=str(view.run.conclusion),

@@ -18,6 +18,19 @@ so it enters I and R together, with opposite signs). Then
 * ``DISCARD`` if quantile(R*, regression_quantile) > max_case_regression;
 * otherwise the contract's ``KEEP`` stands.
 
+Smoothing (``bootstrap: "smoothed"``, the default). The plain bootstrap of a median from
+few samples is unstable: its spread depends on the gaps between the few middle order
+statistics (at 10 samples its relative sd is about a third). The smoothed variant multiplies
+each resampled median by exp(s * Z), Z ~ N(0, 1), with s = sqrt(pi / 2) * h / sqrt(n), where
+h = 0.9 * min(sd, IQR / 1.34) * n^(-1/5) is Silverman's rule-of-thumb bandwidth of that
+case's log samples (sd alone when the IQR is 0). sqrt(pi / 2) * h / sqrt(n) is the large-sample
+sd that a Gaussian kernel of width h adds to the median of n draws (normal theory), so this
+is a normal approximation of a kernel-smoothed bootstrap: a floor from the sample's overall
+spread, about 32% of the median's variance at n = 10, 17% at 50, 13% at 100. Working on the
+log scale keeps every resampled time positive. ``bootstrap: "plain"`` is the rule as first
+recorded (method ``.../v1``); a recorded configuration without the key means "plain", so
+older events replay exactly (``StatisticsConfig.from_recorded``).
+
 Resampled medians without resampling. Sort the n samples x_0 <= ... <= x_{n-1}. A draw
 with replacement is x[floor(n U)] with U uniform on (0, 1); floor(n u) never decreases as u
 grows, so the k-th smallest of n draws is x[floor(n U_(k))], where U_(k), the k-th smallest
@@ -29,7 +42,8 @@ exact, so one resampled median costs two Beta draws instead of n draws and a sel
 
 Reproducibility: the same inputs, seed and numpy version give identical floats. The draws
 come from ``Generator(PCG64(seed))`` in a fixed order (best side, then candidate side, then
-drift; per side a (cases x resamples) Beta array for U_(k), then one for V); sums over cases
+drift; per side a (cases x resamples) Beta array for U_(k), then one for V, then, when
+smoothed, one of standard normals for Z); sums over cases
 run left to right in configuration order, elementwise over resamples, never through BLAS.
 numpy's Beta and normal samplers call the C math library, so another platform or numpy
 version may differ in the last bits; the evidence records the numpy version.
@@ -54,7 +68,10 @@ from ledger.decide import (
 )
 from ledger.errors import InputError
 
-METHOD = "bootstrap-median-order-statistics/v1"
+METHOD = "bootstrap-median-order-statistics/v1"  # bootstrap "plain"
+METHOD_SMOOTHED = "bootstrap-median-order-statistics-smoothed/v2"  # bootstrap "smoothed"
+BOOTSTRAPS = ("plain", "smoothed")
+RECORDED_DEFAULT_BOOTSTRAP = "plain"  # what a recorded configuration without the key meant
 SEED_DOMAIN = b"kernel-ledger/statistics/v1"
 MIN_DRIFT_PAIRS = 5
 REMEASURE_FACTOR = 2.0
@@ -105,6 +122,7 @@ class StatisticsConfig:
     resamples: int = 2000
     alpha: float = 0.05
     regression_quantile: float = 0.80
+    bootstrap: str = "smoothed"
 
     def __post_init__(self) -> None:
         _integer_field("min_samples", self.min_samples, low=3, high=None)
@@ -115,6 +133,11 @@ class StatisticsConfig:
             "regression_quantile",
             _open_interval("regression_quantile", self.regression_quantile, 0.5, 1.0),
         )
+        if not isinstance(self.bootstrap, str) or self.bootstrap not in BOOTSTRAPS:
+            raise InputError(
+                f"statistics.bootstrap must be one of {', '.join(BOOTSTRAPS)}, "
+                f"got {self.bootstrap!r}"
+            )
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None) -> StatisticsConfig:
@@ -131,8 +154,45 @@ class StatisticsConfig:
                 )
         return cls(**dict(mapping))
 
+    @classmethod
+    def from_recorded(cls, mapping: Mapping[str, Any] | None) -> StatisticsConfig:
+        """Build from a run's recorded ``statistics`` (RunPlanned) for a decision or a replay.
+
+        As ``from_mapping``, except that an absent ``bootstrap`` means "plain": runs planned
+        before the key existed replay with the rule they were recorded under. `plan` records
+        the key for every new run (``planned``)."""
+        recorded = dict(mapping) if isinstance(mapping, Mapping) else mapping
+        if recorded is None:
+            recorded = {}
+        if isinstance(recorded, dict):
+            recorded.setdefault("bootstrap", RECORDED_DEFAULT_BOOTSTRAP)
+        return cls.from_mapping(recorded)
+
+    @staticmethod
+    def planned(mapping: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The ``statistics`` a new run records: the configuration's own keys, plus the
+        ``bootstrap`` in force when it is absent (so ``from_recorded`` reads it back)."""
+        config = StatisticsConfig.from_mapping(mapping)
+        return {**dict(mapping or {}), "bootstrap": config.bootstrap}
+
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def smoothed(self) -> bool:
+        return self.bootstrap == "smoothed"
+
+    @property
+    def method(self) -> str:
+        return METHOD_SMOOTHED if self.smoothed else METHOD
+
+    def evidence_settings(self) -> dict[str, Any]:
+        """The settings a decision records. "plain" leaves ``bootstrap`` out, exactly as
+        decisions recorded before the key existed (their ``method`` says v1)."""
+        out = self.to_dict()
+        if not self.smoothed:
+            del out["bootstrap"]
+        return out
 
 
 def _integer_field(name: str, value: object, *, low: int, high: int | None) -> None:
@@ -166,13 +226,53 @@ class _Side:
     flat: np.ndarray  # all cases' sorted samples, end to end
     offsets: np.ndarray  # (cases, 1) start of each case in `flat`
     counts: np.ndarray  # (cases, 1) sample count of each case
+    smoothing: np.ndarray | None = None  # (cases, 1) log-scale sd s of the smoothing factor
 
     @classmethod
-    def of(cls, samples: Sequence[np.ndarray]) -> _Side:
+    def of(cls, samples: Sequence[np.ndarray], *, smoothed: bool = False) -> _Side:
         arrays = [np.sort(a) for a in samples]
         counts = np.array([a.size for a in arrays], dtype=np.int64)
         offsets = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-        return cls(np.concatenate(arrays), offsets[:, None], counts[:, None])
+        flat = np.concatenate(arrays)
+        smoothing = _smoothing_sds(flat, offsets, counts)[:, None] if smoothed else None
+        return cls(flat, offsets[:, None], counts[:, None], smoothing)
+
+
+SILVERMAN_FACTOR = 0.9
+IQR_PER_SD = 1.34  # the IQR of a normal law is 1.349 sd; Silverman's rule uses 1.34
+MEDIAN_KERNEL_FACTOR = math.sqrt(math.pi / 2.0)  # sd of a normal median = this * sd / sqrt(n)
+
+
+def _smoothing_sds(flat: np.ndarray, offsets: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per case s = sqrt(pi/2) * h / sqrt(n), h Silverman's bandwidth of the log samples.
+
+    `flat` holds every case's samples, each case sorted, at `offsets` with `counts`. The sd
+    is two-pass with ddof 1; the quartiles interpolate linearly between the sorted values at
+    position p (n - 1) (numpy's default "linear" method), all cases at once."""
+    logs = np.log(flat)
+    n = counts.astype(np.float64)
+    mean = np.add.reduceat(logs, offsets) / n
+    deviations = logs - np.repeat(mean, counts)
+    sd = np.sqrt(np.add.reduceat(deviations * deviations, offsets) / (n - 1.0))
+
+    def quartile(p: float) -> np.ndarray:
+        position = p * (n - 1.0)
+        below = np.floor(position).astype(np.int64)
+        above = np.minimum(below + 1, counts - 1)
+        low, high = logs[offsets + below], logs[offsets + above]
+        return low + (position - below) * (high - low)
+
+    iqr = quartile(0.75) - quartile(0.25)
+    scale = np.where(iqr > 0.0, np.minimum(sd, iqr / IQR_PER_SD), sd)
+    bandwidth = SILVERMAN_FACTOR * scale * n**-0.2
+    tied = flat[offsets] == flat[offsets + counts - 1]  # nothing to smooth (and no residue)
+    return np.where(tied, 0.0, MEDIAN_KERNEL_FACTOR * bandwidth / np.sqrt(n))
+
+
+def _smoothing_sd(sorted_samples: np.ndarray) -> float:
+    """`_smoothing_sds` for one case."""
+    counts = np.array([sorted_samples.size], dtype=np.int64)
+    return float(_smoothing_sds(sorted_samples, np.zeros(1, dtype=np.int64), counts)[0])
 
 
 def _as_samples(values: object, where: str) -> np.ndarray | None:
@@ -198,7 +298,10 @@ def _resampled_medians(rng: np.random.Generator, side: _Side, resamples: int) ->
     last = n - 1
     low = side.flat[side.offsets + np.minimum((n * u_low).astype(np.int64), last)]
     high = side.flat[side.offsets + np.minimum((n * u_high).astype(np.int64), last)]
-    return np.where(n % 2 == 0, (low + high) / 2.0, low)
+    medians = np.where(n % 2 == 0, (low + high) / 2.0, low)
+    if side.smoothing is not None:
+        medians = medians * np.exp(side.smoothing * rng.standard_normal(shape))
+    return medians
 
 
 def _bootstrap(
@@ -208,7 +311,8 @@ def _bootstrap(
     cand: _Side,
     resamples: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bootstrap draws of I and R, with the contract's arithmetic per resample."""
+    """Bootstrap draws of I and R, with the contract's arithmetic per resample. The sides
+    carry their smoothing (``_Side.of(..., smoothed=...)``)."""
     mb = _resampled_medians(rng, best, resamples)
     mc = _resampled_medians(rng, cand, resamples)
     total = 0.0
@@ -290,7 +394,7 @@ def noise_aware_decision(
     enough = all(s is not None and s.size >= config.min_samples for s in (*best, *cand))
     evidence: dict[str, Any] = {
         "kind": "samples" if enough else "medians",
-        "method": METHOD,
+        "method": config.method,
         "contract_decision": contract.value,
         "decision": contract.value,
         "changed_by": None,
@@ -299,7 +403,7 @@ def noise_aware_decision(
         "improvement_lower": None,
         "regression_upper": None,
         "improvement_spread": None,
-        **config.to_dict(),
+        **config.evidence_settings(),
         "quantile_method": "linear",
         "seed": seed_hex(seed),
         "best_sample_counts": [0 if s is None else int(s.size) for s in best],
@@ -316,8 +420,8 @@ def noise_aware_decision(
         draws_i, draws_r = _bootstrap(
             rng,
             w,
-            _Side.of(best),
-            _Side.of(cand),
+            _Side.of(best, smoothed=config.smoothed),
+            _Side.of(cand, smoothed=config.smoothed),
             config.resamples,  # type: ignore[arg-type]
         )
         if drift_sigma > 0.0:
@@ -430,7 +534,13 @@ def estimate_drift(
                 w, [float(np.median(s)) for s in a], [float(np.median(s)) for s in b]
             )
         )
-        draws, _ = _bootstrap(rng, w, _Side.of(a), _Side.of(b), config.resamples)
+        draws, _ = _bootstrap(
+            rng,
+            w,
+            _Side.of(a, smoothed=config.smoothed),
+            _Side.of(b, smoothed=config.smoothed),
+            config.resamples,
+        )
         boot_vars.append(float(np.var(draws, ddof=1)))
     improvement_variance = float(np.mean(np.square(np.array(points))))
     bootstrap_variance = float(np.mean(np.array(boot_vars)))

@@ -12,6 +12,16 @@ Checks, in the order each event meets them:
   blobs       every stored kernel source hashes to its key; every kernel an event names is
               stored
 The verifier stops at the first failure and names its seq.
+
+The replay is streamed: events are read in pages, and once a run's conclusion has been
+replayed its projection rows and kernel sources are compared at once and only its chain
+head is kept, so memory is bounded by the runs still open, not by the ledger. What those
+comparisons find is reported where it always was, after every event has passed. A run that
+gets an event after its conclusion (a profile may follow it) has its earlier events folded
+again from the store, so that event is judged exactly as against a run kept whole.
+
+`verify_chain` is the fast check next to the replay: seq, hash and chain alone, over plain
+rows, building no event objects.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from sqlalchemy import bindparam, select
 
 from ledger import projections
 from ledger.controller import conclusion_event, decide_round
@@ -35,11 +47,17 @@ from ledger.events import (
     load_event,
 )
 from ledger.evidence import RunEvidence
-from ledger.hashing import ZERO_HASH, canonical, sha256_hex
+from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.projections import RunView
 from ledger.store.eventstore import Store, StoredEvent
+from ledger.store.tables import blobs
 
 CHECKS = ("seq", "hash", "chain", "canonical", "payload", "replay", "projection", "blobs")
+CHAIN_CHECKS = CHECKS[:3]
+GAP = "expected seq {expected}, found {seq}: the log has a gap"
+BAD_HASH = "event_hash does not match the event's content"
+NOT_CONTIGUOUS = "stream version {version} follows {previous}: not contiguous"
+BAD_PARENT = "parent_hash does not link to the previous event of the run"
 
 
 @dataclass(frozen=True)
@@ -101,23 +119,36 @@ class _Stream:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Concluded:
+    """What is kept of a run once its conclusion has been replayed: its chain head, what its
+    projection and blob comparisons found then (reported after every event, in the order
+    they always were), and its warnings."""
+
+    version: int
+    last_hash: str
+    projection: str | None
+    missing_kernel: str | None
+    warnings: list[str]
+
+
 def _fail(e: StoredEvent | None, check: str, reason: str) -> _Stop:
     if e is None:
         return _Stop(Failure(None, None, None, check, reason))
     return _Stop(Failure(e.seq, e.stream_id, e.stream_version, check, reason))
 
 
-def _check_record(e: StoredEvent, state: _Stream, expected_seq: int | None) -> Event:
+def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int | None) -> Event:
     if expected_seq is not None and e.seq != expected_seq:
-        raise _fail(e, "seq", f"expected seq {expected_seq}, found {e.seq}: the log has a gap")
+        raise _fail(e, "seq", GAP.format(expected=expected_seq, seq=e.seq))
     if e.computed_hash() != e.event_hash:
-        raise _fail(e, "hash", "event_hash does not match the event's content")
+        raise _fail(e, "hash", BAD_HASH)
     if e.stream_version != state.version + 1:
         raise _fail(
-            e, "chain", f"stream version {e.stream_version} follows {state.version}: not contiguous"
+            e, "chain", NOT_CONTIGUOUS.format(version=e.stream_version, previous=state.version)
         )
     if e.parent_hash != state.last_hash:
-        raise _fail(e, "chain", "parent_hash does not link to the previous event of the run")
+        raise _fail(e, "chain", BAD_PARENT)
     try:
         value = json.loads(e.payload)
     except (ValueError, UnicodeDecodeError):
@@ -228,16 +259,23 @@ def verify_ledger(
     """Run every check; `observe` sees each event that passed its per-event checks, in seq
     order (the checkpoint verifier builds its Merkle tree from it)."""
     report = Report()
-    streams: dict[str, _Stream] = {}
+    streams: dict[str, _Stream | _Concluded] = {}
     with store.transaction() as conn:
         total = store.event_count(conn)
         try:
             expected_seq = 1 if run_id is None else None
             for e in store.iter_events(conn, stream_id=run_id):
-                state = streams.setdefault(e.stream_id, _Stream())
+                state = streams.get(e.stream_id)
+                if state is None:
+                    state = streams[e.stream_id] = _Stream()
                 event = _check_record(e, state, expected_seq)
+                if type(state) is _Concluded:  # an event after the run's conclusion
+                    state = streams[e.stream_id] = _reopen(store, conn, e, state)
+                assert type(state) is _Stream
                 _replay(e, state, event)
                 state.version, state.last_hash = e.stream_version, e.event_hash
+                if state.view is not None and state.view.concluded:
+                    streams[e.stream_id] = _conclude(store, conn, e.stream_id, state)
                 if observe is not None:
                     observe(e)
                 report.events_checked += 1
@@ -262,42 +300,174 @@ def verify_ledger(
     return report
 
 
-def _check_projections(store: Store, conn, streams: dict[str, _Stream], run_id: str | None) -> None:
+def verify_chain(
+    store: Store,
+    run_id: str | None = None,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+    batch: int = 2000,
+) -> Report:
+    """The seq, hash and chain checks of `verify_ledger` alone, with the same failures: each
+    event's hash recomputed from its stored envelope bytes, stream versions contiguous and
+    parent hashes linked per run, and (whole ledger) seq gapless from 1. Over the stored rows
+    as they come: no payload is parsed and no event object is built; memory holds one page
+    of rows and each run's chain head."""
+    report = Report(checks=dict.fromkeys(CHAIN_CHECKS, "ok"))
+    heads: dict[str, tuple[int, str]] = {}
+    whole = run_id is None
+    expected = 1  # the next seq; minus one, the events that passed
+    with store.transaction() as conn:
+        total = store.event_count(conn) if on_progress else 0
+        try:
+            start = (0, ZERO_HASH)
+            for page in store.iter_event_pages(conn, batch=batch, stream_id=run_id):
+                for row in page:
+                    seq, event_id, stream_id, version, kind, schema, at, payload, parent, stored = (
+                        row
+                    )
+                    if whole and seq != expected:
+                        raise _row_fail(row, "seq", GAP.format(expected=expected, seq=seq))
+                    computed = event_hash(
+                        stream_id=stream_id,
+                        stream_version=version,
+                        event_id=event_id,
+                        event_type=kind,
+                        schema_version=schema,
+                        recorded_at=at,
+                        parent_hash=parent,
+                        payload=payload,
+                    )
+                    if computed != stored:
+                        raise _row_fail(row, "hash", BAD_HASH)
+                    previous, head = heads.get(stream_id, start)
+                    if version != previous + 1:
+                        reason = NOT_CONTIGUOUS.format(version=version, previous=previous)
+                        raise _row_fail(row, "chain", reason)
+                    if parent != head:
+                        raise _row_fail(row, "chain", BAD_PARENT)
+                    heads[stream_id] = (version, stored)
+                    expected += 1
+                if on_progress:
+                    on_progress(expected - 1, total)
+            if not whole and not heads:
+                raise _fail(None, "chain", f"run {run_id!r} has no events in the ledger")
+        except _Stop as stop:
+            report.first_failure = stop.failure
+            report.checks[stop.failure.check] = "failed"
+            for name in CHAIN_CHECKS[CHAIN_CHECKS.index(stop.failure.check) + 1 :]:
+                report.checks[name] = "not run"
+    report.events_checked = expected - 1
+    report.runs_checked = len(heads)
+    if on_progress:
+        on_progress(report.events_checked, report.events_checked)
+    return report
+
+
+def _row_fail(row, check: str, reason: str) -> _Stop:
+    return _Stop(Failure(row[0], row[2], row[3], check, reason))
+
+
+def _conclude(store: Store, conn, stream_id: str, state: _Stream) -> _Concluded:
+    """Compare a concluded run's projection rows and kernel sources now, and keep only what
+    the rest of the replay needs of it."""
+    stored = store.stored_projection(conn, stream_id)
+    return _Concluded(
+        state.version,
+        state.last_hash,
+        _projection_fault(stream_id, state.view, stored),
+        _missing_kernel(conn, state.kernels),
+        state.warnings,
+    )
+
+
+def _reopen(store: Store, conn, e: StoredEvent, done: _Concluded) -> _Stream:
+    """The state of a concluded run, folded again from its events before `e` (each passed
+    every check already), for an event that follows the conclusion."""
+    state = _Stream()
+    for past in store.iter_events(conn, stream_id=e.stream_id):
+        if past.seq >= e.seq:
+            break
+        _replay(past, state, past.event())
+        state.version, state.last_hash = past.stream_version, past.event_hash
+    state.warnings = done.warnings  # as found the first time; the fold above repeats them
+    return state
+
+
+def _projection_fault(
+    stream_id: str, rebuilt: RunView | None, stored: RunView | None
+) -> str | None:
+    if rebuilt is None:
+        return f"run {stream_id!r} has projection rows but no events"
+    if stored is None:
+        return f"run {stream_id!r} has events but no projection rows"
+    for name, mine, theirs in (
+        ("runs", (rebuilt.run,), (stored.run,)),
+        ("run_cases", rebuilt.cases, stored.cases),
+        ("rounds", rebuilt.rounds, stored.rounds),
+        ("profiles", rebuilt.profiles, stored.profiles),
+    ):
+        if mine != theirs:
+            return f"run {stream_id!r}: table {name} differs from a rebuild from events"
+    return None
+
+
+def _check_projections(
+    store: Store, conn, streams: dict[str, _Stream | _Concluded], run_id: str | None
+) -> None:
     stored_ids = set(store.all_run_ids(conn)) if run_id is None else {run_id}
     for stream_id in sorted(stored_ids | set(streams)):
         state = streams.get(stream_id)
-        stored = store.stored_projection(conn, stream_id)
-        if state is None or state.view is None:
-            raise _fail(None, "projection", f"run {stream_id!r} has projection rows but no events")
-        if stored is None:
-            raise _fail(None, "projection", f"run {stream_id!r} has events but no projection rows")
-        rebuilt = state.view
-        for name, mine, theirs in (
-            ("runs", (rebuilt.run,), (stored.run,)),
-            ("run_cases", rebuilt.cases, stored.cases),
-            ("rounds", rebuilt.rounds, stored.rounds),
-            ("profiles", rebuilt.profiles, stored.profiles),
-        ):
-            if mine != theirs:
-                raise _fail(
-                    None,
-                    "projection",
-                    f"run {stream_id!r}: table {name} differs from a rebuild from events",
-                )
+        if type(state) is _Concluded:
+            fault = state.projection
+        else:
+            rebuilt = state.view if state is not None else None
+            fault = _projection_fault(stream_id, rebuilt, store.stored_projection(conn, stream_id))
+        if fault is not None:
+            raise _fail(None, "projection", fault)
 
 
-def _check_blobs(store: Store, conn, streams: dict[str, _Stream]) -> None:
+_BLOB_PAGE = (
+    select(blobs.c.sha256, blobs.c.content)
+    .where(blobs.c.sha256 > bindparam("last"))
+    .order_by(blobs.c.sha256)
+    .limit(bindparam("n"))
+)
+_STORED_DIGESTS = select(blobs.c.sha256).where(blobs.c.sha256.in_(bindparam("d", expanding=True)))
+
+
+def _iter_blobs(conn, batch: int = 32):
+    """Every stored blob in sha256 order, in keyset pages (a driver that buffers a whole
+    result would otherwise hold every blob at once)."""
+    last = ""
+    while True:
+        page = conn.execute(_BLOB_PAGE, {"last": last, "n": batch}).all()
+        if not page:
+            return
+        for digest, content in page:
+            yield digest, bytes(content)
+        last = page[-1][0]
+
+
+def _missing_kernel(conn, kernels: set[str]) -> str | None:
+    """The first (in sha256 order) of these kernel sources that is not stored."""
+    wanted = sorted(kernels)
     stored: set[str] = set()
-    for digest, content in store.iter_blobs(conn):
+    for start in range(0, len(wanted), 500):
+        stored.update(conn.execute(_STORED_DIGESTS, {"d": wanted[start : start + 500]}).scalars())
+    return next((digest for digest in wanted if digest not in stored), None)
+
+
+def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -> None:
+    for digest, content in _iter_blobs(conn):
         if sha256_hex(content) != digest:
             raise _fail(None, "blobs", f"stored kernel source {digest} does not hash to its key")
-        stored.add(digest)
     for stream_id, state in sorted(streams.items()):
-        missing = sorted(state.kernels - stored)
-        if missing:
-            raise _fail(
-                None, "blobs", f"run {stream_id!r}: kernel source {missing[0]} is not stored"
-            )
+        if type(state) is _Concluded:
+            missing = state.missing_kernel
+        else:
+            missing = _missing_kernel(conn, state.kernels)
+        if missing is not None:
+            raise _fail(None, "blobs", f"run {stream_id!r}: kernel source {missing} is not stored")
 
 
 def rebuild_projections(store: Store) -> int:

@@ -95,7 +95,10 @@ def _server_version(bindir: Path) -> tuple[int, str]:
     try:
         out = subprocess.run(
             [str(bindir / "postgres"), "--version"],
-            capture_output=True, text=True, timeout=20, check=False,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return -1, ""
@@ -163,8 +166,15 @@ def _ensure_run_user(name: str, timeout: float = 20.0) -> pwd.struct_passwd:
     """
     if shutil.which("useradd"):
         cmd = [
-            "useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-            "--shell", "/usr/sbin/nologin", "--user-group", name,
+            "useradd",
+            "--system",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            "--user-group",
+            name,
         ]
     elif shutil.which("adduser"):  # busybox / alpine
         cmd = ["adduser", "-S", "-D", "-H", "-s", "/sbin/nologin", name]
@@ -186,8 +196,7 @@ def _ensure_run_user(name: str, timeout: float = 20.0) -> pwd.struct_passwd:
                 error = f"{' '.join(cmd)}: rc={proc.returncode} {proc.stderr.strip()}"
                 time.sleep(0.2)
     raise PgClusterError(
-        f"running as root and could not create the non-root user {name!r} for PostgreSQL"
-        f" ({error})"
+        f"running as root and could not create the non-root user {name!r} for PostgreSQL ({error})"
     )
 
 
@@ -302,8 +311,15 @@ class PgCluster:
             extra = {"user": self._uid, "group": self._gid, "extra_groups": []}
         try:
             return subprocess.run(
-                list(cmd), cwd=self._base(), env=env, stdin=subprocess.DEVNULL,
-                capture_output=True, text=True, timeout=timeout, check=False, **extra,
+                list(cmd),
+                cwd=self._base(),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                **extra,
             )
         except subprocess.TimeoutExpired as exc:
             raise PgClusterError(
@@ -360,8 +376,16 @@ class PgCluster:
         assert self.bindir is not None
         proc = self._run(
             [
-                str(self.bindir / "initdb"), "-D", str(self.data_dir), "-U", self.superuser,
-                "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync",
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                self.superuser,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
             ],
             timeout=max(self.start_timeout, 60.0),
         )
@@ -404,8 +428,15 @@ class PgCluster:
             log_size = self.log_path.stat().st_size if self.log_path.exists() else 0
             proc = self._run(
                 [
-                    str(self.bindir / "pg_ctl"), "start", "-D", str(self.data_dir),
-                    "-l", str(self.log_path), "-w", "-t", str(max(1, int(self.start_timeout))),
+                    str(self.bindir / "pg_ctl"),
+                    "start",
+                    "-D",
+                    str(self.data_dir),
+                    "-l",
+                    str(self.log_path),
+                    "-w",
+                    "-t",
+                    str(max(1, int(self.start_timeout))),
                 ],
                 timeout=self.start_timeout + 10,
             )
@@ -478,8 +509,15 @@ class PgCluster:
                 pid = _read_postmaster_pid(self.data_dir)
                 # -W: pg_ctl's own wait mistakes an unreaped (zombie) postmaster for a live one
                 proc = self._run(
-                    [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data_dir),
-                     "-m", "immediate", "-W"],
+                    [
+                        str(self.bindir / "pg_ctl"),
+                        "stop",
+                        "-D",
+                        str(self.data_dir),
+                        "-m",
+                        "immediate",
+                        "-W",
+                    ],
                     timeout=30,
                 )
                 deadline = time.monotonic() + 15
@@ -507,8 +545,12 @@ class PgCluster:
         except ImportError as exc:
             raise PgClusterError("psycopg (3) is required: pip install 'psycopg[binary]'") from exc
         return psycopg.connect(
-            host=self.host, port=self.port, user=user or self.superuser,
-            dbname=dbname or self.dbname, autocommit=True, connect_timeout=5,
+            host=self.host,
+            port=self.port,
+            user=user or self.superuser,
+            dbname=dbname or self.dbname,
+            autocommit=True,
+            connect_timeout=5,
         )
 
     def psql(
@@ -630,8 +672,11 @@ def _cmd_start(args: argparse.Namespace) -> int:
     if old is not None:
         old_cluster = PgCluster.from_state(old)
         if old_cluster.is_running():
-            print(f"pgcluster: {state_file} describes a running cluster ({old['url']});"
-                  " stop it first", file=sys.stderr)
+            print(
+                f"pgcluster: {state_file} describes a running cluster ({old['url']});"
+                " stop it first",
+                file=sys.stderr,
+            )
             return 1
         old_cluster.stop()  # stale: clean up its folder
     t0 = time.monotonic()
@@ -645,8 +690,11 @@ def _cmd_start(args: argparse.Namespace) -> int:
     tmp = state_file.with_name(state_file.name + ".tmp")
     tmp.write_text(json.dumps(cluster.to_state(), indent=2) + "\n")
     tmp.replace(state_file)
-    print(f"pgcluster: PostgreSQL {cluster.version} on {cluster.host}:{cluster.port}, "
-          f"folder {cluster.base_dir}, started in {time.monotonic() - t0:.2f}s", file=sys.stderr)
+    print(
+        f"pgcluster: PostgreSQL {cluster.version} on {cluster.host}:{cluster.port}, "
+        f"folder {cluster.base_dir}, started in {time.monotonic() - t0:.2f}s",
+        file=sys.stderr,
+    )
     print(cluster.url)
     return 0
 

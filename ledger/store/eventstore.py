@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from sqlalchemy.engine import make_url
 from ledger.errors import ConflictError, InputError, SchemaOutOfDate, StoreUnavailable
 from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.jsonio import display
-from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, as_dict
+from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView
 from ledger.store import schema
 from ledger.store.tables import blobs, events, ledger_info, profiles, rounds, run_cases, runs
 
@@ -176,12 +177,6 @@ class Store:
         path = self.path
         assert path is not None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreUnavailable(
-                f"cannot create the ledger folder {display(path.parent)}: {exc.strerror or exc}"
-            ) from None
-        try:
             info = path.stat()
         except FileNotFoundError:
             leftovers = [p for p in _companions(path) if os.path.lexists(p)]
@@ -193,7 +188,16 @@ class Store:
                     "start a new ledger"
                 ) from None
             if not create:
-                raise StoreUnavailable(f"there is no ledger at {display(path)}") from None
+                raise StoreUnavailable(
+                    f"there is no ledger at {display(path)}; nothing was created (only plan, "
+                    "import and db upgrade create a ledger): check --db or KERNEL_LEDGER_DB"
+                ) from None
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailable(
+                    f"cannot create the ledger folder {display(path.parent)}: {exc.strerror or exc}"
+                ) from None
             return True
         except OSError as exc:
             raise StoreUnavailable(
@@ -453,7 +457,7 @@ class Store:
             version += 1
             event_type = item.event.event_type
             schema_version = item.event.schema_version
-            # = item.event.canonical_payload(), minus a key check: JSON-mode dumps have str keys
+            # = item.event.canonical_payload()
             payload = canonical(item.event.payload(), string_keys=True)
             digest = event_hash(
                 stream_id=stream_id,
@@ -520,23 +524,72 @@ class Store:
         return [_stored(r) for r in result]
 
     def read_version(self, conn: Connection, stream_id: str, version: int) -> StoredEvent | None:
-        row = conn.execute(
-            select(*EVENT_COLUMNS).where(
-                events.c.stream_id == stream_id, events.c.stream_version == version
-            )
-        ).first()
+        row = conn.execute(_READ_VERSION, {"stream": stream_id, "version": version}).first()
         return _stored(row) if row else None
+
+    # --- a run's events by type (index (stream_id, event_type, stream_version)) -----------
+
+    def type_versions(
+        self, conn: Connection, stream_id: str, event_types: Sequence[str]
+    ) -> list[tuple[int, str]]:
+        """(stream_version, event_type) of the run's events of these types, in order."""
+        # one equality lookup per type: with `IN (...)` SQLite walks the run's whole
+        # (stream_id, stream_version) index instead, to return the rows in order
+        found = [
+            (version, kind)
+            for kind in event_types
+            for version in conn.execute(_TYPE_VERSIONS, {"stream": stream_id, "type": kind})
+            .scalars()
+            .all()
+        ]
+        return sorted(found)
+
+    def nth_version(self, conn: Connection, stream_id: str, event_type: str, n: int) -> int | None:
+        """The stream version of the run's `n`-th event (1-based) of this type."""
+        found = {"stream": stream_id, "type": event_type, "skip": n - 1}
+        return conn.execute(_NTH_VERSION, found).scalar()
+
+    def last_version_before(
+        self, conn: Connection, stream_id: str, event_type: str, before: int
+    ) -> int | None:
+        """The stream version of the run's last event of this type before version `before`."""
+        found = {"stream": stream_id, "type": event_type, "before": before}
+        return conn.execute(_LAST_VERSION_BEFORE, found).scalar()
+
+    def count_before(self, conn: Connection, stream_id: str, event_type: str, before: int) -> int:
+        """How many of the run's events of this type precede version `before`."""
+        found = {"stream": stream_id, "type": event_type, "before": before}
+        return conn.execute(_COUNT_BEFORE, found).scalar_one()
+
+    def rounds_after(
+        self, conn: Connection, run_id: str, after: int
+    ) -> list[tuple[int, str, str | None]]:
+        """(round, decision, mechanism) of the run's rounds after round `after`, in order."""
+        rows = conn.execute(_ROUNDS_AFTER, {"run": run_id, "after": after})
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def latest_profile_version(self, conn: Connection, run_id: str, kernel: str) -> int | None:
+        """The stream version of the run's latest profile of this kernel (`profiles` rows)."""
+        return conn.execute(_LATEST_PROFILE, {"run": run_id, "kernel": kernel}).scalar()
 
     def iter_events(self, conn: Connection, *, batch: int = 2000, stream_id: str | None = None):
         """Every event in seq order, read in keyset-paged batches (bounded memory)."""
+        for page in self.iter_event_pages(conn, batch=batch, stream_id=stream_id):
+            for row in page:
+                yield _stored(row)
+
+    def iter_event_pages(
+        self, conn: Connection, *, batch: int = 2000, stream_id: str | None = None
+    ):
+        """The events table's rows as plain tuples (`EVENT_COLUMNS` order) in seq order, one
+        keyset-paged batch at a time: for a check that needs no event objects."""
         last = 0
         query = _EVENTS_PAGE if stream_id is None else _STREAM_PAGE
         while True:
             page = conn.execute(query, {"last": last, "stream": stream_id, "n": batch}).all()
             if not page:
                 return
-            for row in page:
-                yield _stored(row)
+            yield page
             last = page[-1][0]
 
     def event_count(self, conn: Connection) -> int:
@@ -558,16 +611,17 @@ class Store:
         digests = [sha256_hex(data) for data in contents]
         new = dict(zip(digests, contents, strict=True))
         if new:
-            present = conn.execute(
-                select(blobs.c.sha256).where(blobs.c.sha256.in_(bindparam("d", expanding=True))),
-                {"d": list(new)},
-            ).scalars()
-            for digest in present:
+            mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+            present = conn.exec_driver_sql(
+                f"SELECT sha256 FROM blobs WHERE sha256 IN ({', '.join([mark] * len(new))})",
+                tuple(new),
+            )
+            for (digest,) in present:
                 del new[digest]
         if new:
-            conn.execute(
-                blobs.insert(),
-                [{"sha256": d, "size": len(data), "content": data} for d, data in new.items()],
+            conn.exec_driver_sql(
+                f"INSERT INTO blobs (sha256, size, content) VALUES ({mark}, {mark}, {mark})",
+                [(d, len(data), data) for d, data in new.items()],
             )
         return digests
 
@@ -589,27 +643,25 @@ class Store:
         return RunView(run=RunRow(*row), cases=tuple(CaseRow(*c) for c in cases))
 
     def save_view(self, conn: Connection, before: RunView | None, after: RunView) -> None:
-        # Statements are built once (module level) and take their values as parameters, so
-        # SQLAlchemy compiles each one once instead of once per call.
+        # Rows go to the driver as plain tuples in column order, through statements written
+        # once per dialect: no per-row dict and no SQLAlchemy parameter processing (the
+        # values are str, int, float, bool and None, which both drivers take as they are).
         run_id = after.run.run_id
         if before is None:
-            conn.execute(runs.insert(), as_dict(after.run))
-            conn.execute(run_cases.insert(), [as_dict(c) for c in after.cases])
+            _write(conn, "insert", runs, [_RUN_VALUES(after.run)])
+            _write(conn, "insert", run_cases, [_CASE_VALUES(c) for c in after.cases])
         else:
-            conn.execute(_UPDATE_RUN, {**as_dict(after.run), "key_run": run_id})
+            _write(conn, "update", runs, [(*_RUN_VALUES(after.run), run_id)])
             changed = [
-                {**as_dict(new), "key_run": run_id, "key_position": new.position}
+                (*_CASE_VALUES(new), run_id, new.position)
                 for old, new in zip(before.cases, after.cases, strict=True)
                 if old != new
             ]
-            if changed:
-                conn.execute(_UPDATE_CASE, changed)
+            _write(conn, "update", run_cases, changed)
         added = after.rounds[len(before.rounds) if before else 0 :]
-        if added:
-            conn.execute(rounds.insert(), [as_dict(r) for r in added])
+        _write(conn, "insert", rounds, [_ROUND_VALUES(r) for r in added])
         new_profiles = after.profiles[len(before.profiles) if before else 0 :]
-        if new_profiles:
-            conn.execute(profiles.insert(), [as_dict(p) for p in new_profiles])
+        _write(conn, "insert", profiles, [_PROFILE_VALUES(p) for p in new_profiles])
 
     def all_run_ids(self, conn: Connection) -> list[str]:
         return list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
@@ -687,6 +739,41 @@ _STREAM_PAGE = (
     .limit(bindparam("n"))
 )
 _LAST_SEQ = select(func.coalesce(func.max(events.c.seq), 0))
+_READ_VERSION = select(*EVENT_COLUMNS).where(
+    events.c.stream_id == bindparam("stream"), events.c.stream_version == bindparam("version")
+)
+_OF_TYPE = (events.c.stream_id == bindparam("stream"), events.c.event_type == bindparam("type"))
+
+_TYPE_VERSIONS = select(events.c.stream_version).where(*_OF_TYPE).order_by(events.c.stream_version)
+_NTH_VERSION = (
+    select(events.c.stream_version)
+    .where(*_OF_TYPE)
+    .order_by(events.c.stream_version)
+    .limit(1)
+    .offset(bindparam("skip"))
+)
+_LAST_VERSION_BEFORE = (
+    select(events.c.stream_version)
+    .where(*_OF_TYPE, events.c.stream_version < bindparam("before"))
+    .order_by(events.c.stream_version.desc())
+    .limit(1)
+)
+_COUNT_BEFORE = (
+    select(func.count())
+    .select_from(events)
+    .where(*_OF_TYPE, events.c.stream_version < bindparam("before"))
+)
+_ROUNDS_AFTER = (
+    select(rounds.c.round, rounds.c.decision, rounds.c.mechanism)
+    .where(rounds.c.run_id == bindparam("run"), rounds.c.round > bindparam("after"))
+    .order_by(rounds.c.round)
+)
+_LATEST_PROFILE = (
+    select(profiles.c.stream_version)
+    .where(profiles.c.run_id == bindparam("run"), profiles.c.kernel_sha256 == bindparam("kernel"))
+    .order_by(profiles.c.stream_version.desc())
+    .limit(1)
+)
 _RUN_ROW = select(*(runs.c[name] for name in RunRow.__slots__)).where(
     runs.c.run_id == bindparam("run")
 )
@@ -707,11 +794,30 @@ _RUN_PROFILES = (
     .order_by(profiles.c.stream_version)
 )
 _ALL_RUNS = select(*(runs.c[name] for name in RunRow.__slots__)).order_by(runs.c.planned_at)
-_UPDATE_RUN = runs.update().where(runs.c.run_id == bindparam("key_run"))
-_UPDATE_CASE = run_cases.update().where(
-    run_cases.c.run_id == bindparam("key_run"),
-    run_cases.c.position == bindparam("key_position"),
-)
+_RUN_VALUES = attrgetter(*RunRow.__slots__)
+_CASE_VALUES = attrgetter(*CaseRow.__slots__)
+_ROUND_VALUES = attrgetter(*RoundRow.__slots__)
+_PROFILE_VALUES = attrgetter(*ProfileRow.__slots__)
+_ROW_CLASSES = {"runs": RunRow, "run_cases": CaseRow, "rounds": RoundRow, "profiles": ProfileRow}
+_ROW_KEYS = {"runs": ("run_id",), "run_cases": ("run_id", "position")}
+
+
+def _write(conn: Connection, kind: str, table: Any, rows: list[tuple[Any, ...]]) -> None:
+    """Insert (or update by key) projection rows given as tuples of their row class's
+    fields in order (an update's tuples end with the key's values)."""
+    if rows:
+        conn.exec_driver_sql(_projection_sql(conn.dialect.paramstyle, kind, table.name), rows)
+
+
+@functools.cache
+def _projection_sql(paramstyle: str, kind: str, table: str) -> str:
+    mark = "?" if paramstyle == "qmark" else "%s"
+    names = _ROW_CLASSES[table].__slots__
+    if kind == "insert":
+        return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
+    sets = ", ".join(f"{name} = {mark}" for name in names)
+    keys = " AND ".join(f"{name} = {mark}" for name in _ROW_KEYS[table])
+    return f"UPDATE {table} SET {sets} WHERE {keys}"
 
 
 def _insert_events_sql(conn: Connection) -> str:

@@ -69,14 +69,20 @@ def grant_statements(role: str, schema: str = "public") -> list[str]:
     return statements
 
 
-def grant(store: Store, role: str) -> GrantResult:
-    """Run `grant_statements` on a PostgreSQL ledger, as the role that owns its tables."""
+def check_grant(dialect: str, role: str) -> None:
+    """Refuse a grant that cannot be made, before any ledger is opened: a bad role name, or
+    a SQLite ledger (`dialect`: the backend name of the database URL)."""
     check_role_name(role)
-    if store.dialect != "postgresql":
+    if dialect == "sqlite":
         raise InputError(
             "db grant is for PostgreSQL ledgers; a SQLite ledger has no roles (protect the "
             "file and its folder with file permissions instead)"
         )
+
+
+def grant(store: Store, role: str) -> GrantResult:
+    """Run `grant_statements` on a PostgreSQL ledger, as the role that owns its tables."""
+    check_grant(store.dialect, role)
     with store.transaction(write=True) as conn:
         schema, owner = _ledger_schema(conn)
         current = conn.execute(text("SELECT current_user")).scalar_one()

@@ -52,6 +52,7 @@ events = Table(
     Column("event_hash", String(64), nullable=False),
     UniqueConstraint("event_id"),
     UniqueConstraint("stream_id", "stream_version"),
+    Index(None, "stream_id", "event_type", "stream_version"),  # 0005: record's reads by type
     CheckConstraint("seq >= 1", name="seq_positive"),
     CheckConstraint("stream_version >= 1", name="version_positive"),
 )

@@ -48,6 +48,7 @@ def _campaign(cli, root) -> Campaign:
 
 
 def test_an_empty_ledger_checkpoints_the_empty_tree(cli):
+    assert cli("db", "upgrade").exit_code == 0  # an empty ledger (checkpoint creates none)
     result = cli("checkpoint", "--json")
     assert result.exit_code == 0, result.stderr
     body = result.json()

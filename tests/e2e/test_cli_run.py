@@ -144,8 +144,11 @@ def test_json_error_object(cli, campaign):
 
 def test_db_current_and_upgrade(cli):
     current = cli("db", "current", "--json")
-    assert current.exit_code == 0
-    assert current.json()["revision"] in (None, HEAD_REVISION)
+    if cli.db_url.startswith("sqlite"):  # a missing ledger file is not created by a query
+        assert current.exit_code == 4 and "there is no ledger at" in current.json()["error"]
+    else:
+        assert current.exit_code == 0
+        assert current.json()["revision"] in (None, HEAD_REVISION)
     upgraded = cli("db", "upgrade", "--json")
     assert upgraded.exit_code == 0 and upgraded.json()["revision"] == HEAD_REVISION
     assert cli("db", "current", "--json").json()["current"] is True

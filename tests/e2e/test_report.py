@@ -270,6 +270,7 @@ def test_timing_label_names_gpus(soc, label):
 
 
 def test_unknown_run_is_refused_and_nothing_is_written(cli, tmp_path):
+    assert cli("db", "upgrade").exit_code == 0  # a ledger, without that run
     out = tmp_path / "r.html"
     result = cli("report", "--run", "nope", "--html", out, "--json")
     assert result.exit_code == 2

@@ -50,6 +50,8 @@ def test_noisy_samples_turn_a_contract_keep_into_noise(cli, campaign):
         ]
         stats = decision["statistics"]
         assert decision["evidence"] == "samples" and stats["kind"] == "samples"
+        # plan recorded the bootstrap in force, and the decision used it
+        assert stats["bootstrap"] == "smoothed" and stats["method"].endswith("smoothed/v2")
         assert stats["contract_decision"] in ("KEEP", "DISCARD", "NOISE")
         if stats["contract_decision"] == "KEEP" and body["decision"] != "KEEP":
             assert stats["changed_by"] in ("noise_floor", "case_regression")
@@ -57,6 +59,25 @@ def test_noisy_samples_turn_a_contract_keep_into_noise(cli, campaign):
             break
     else:
         raise AssertionError("no contract KEEP was overturned in 40 noisy A/A rounds")
+    verified = cli("verify", "--json")
+    assert verified.exit_code == 0, verified.stdout
+    assert verified.json()["warnings"] == []
+
+
+def test_a_run_planned_with_the_plain_bootstrap_is_decided_and_replayed_with_it(cli, campaign):
+    doc = campaign.config_doc()
+    for i, row in enumerate(doc["baseline"]):
+        row.pop("median_us")
+        row["samples_us"] = _samples(campaign.baseline[i], 0.05, 12, seed=i)
+    doc["statistics"] = {"bootstrap": "plain"}
+    result = cli("plan", "--config", write_json(campaign.root / "config.json", doc))
+    assert result.exit_code == 0, result.stderr
+    path = _round_with_samples(campaign, 0.97, cv=0.05, n=12, seed=300)
+    assert cli("record", "--run", campaign.run_id, "--result", path).exit_code == 0
+    decision = cli("show", "--run", campaign.run_id, "--round", 1, "--json").json()["decision"]
+    stats = decision["statistics"]
+    # exactly the evidence of decisions recorded before the setting existed
+    assert stats["method"] == "bootstrap-median-order-statistics/v1" and "bootstrap" not in stats
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
     assert verified.json()["warnings"] == []

@@ -345,11 +345,19 @@ def test_files_above_the_size_limit(target: Target, kind: str, monkeypatch):
     rejected(target, kind, json.dumps(doc).encode(), "over the 1000-byte limit")
 
 
-def test_profile_above_the_size_limit(target: Target):
+def test_profile_above_the_size_limit(target: Target, monkeypatch):
     path = _sparse(target.root / "profile.json", 64 * MiB + 1)
     result = cli("profile", "--run", RUN, "--baseline", path, db=target.url)
     assert result.code == 2 and one_line_error(result.stderr), result.stderr
     assert "over the 64 MiB limit" in result.stderr
+    # the limit is overridable, as for every other input file
+    data = json.dumps(target.doc("profile")).encode() + b" " * 2000  # 2,000+ bytes
+    assert target.attack("profile", data).code == 0  # under the default limit
+    target.reset()
+    monkeypatch.setenv("KERNEL_LEDGER_MAX_INPUT_BYTES", "1000")
+    rejected(target, "profile", data, "over the 1000-byte limit")
+    monkeypatch.setenv("KERNEL_LEDGER_MAX_INPUT_BYTES", "4000")
+    assert target.attack("profile", data).code == 0  # a larger limit lets it in
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -425,11 +433,6 @@ def test_symlinked_artifacts(target: Target):
         rejected(target, "round", json.dumps(doc).encode(), "does not exist")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="follow-up for ledger/service.py and ledger/events.py: FileRef records the path "
-    "as given; it should also record what a symlink resolved to",
-)
 def test_symlink_resolution_is_recorded(target: Target):
     link = target.root / "candidate-link.py"
     link.symlink_to(target.candidate)
@@ -438,8 +441,47 @@ def test_symlink_resolution_is_recorded(target: Target):
     assert target.attack("round", json.dumps(doc).encode()).code == 0
     with sqlite3.connect(target.db) as conn:
         payloads = [bytes(r[0]) for r in conn.execute("SELECT payload FROM events")]
+        submitted = json.loads(
+            conn.execute(
+                "SELECT payload FROM events WHERE event_type = 'RoundSubmitted'"
+            ).fetchone()[0]
+        )
     conn.close()
     assert any(str(target.candidate.resolve()).encode() in p for p in payloads)
+    # the path as given, and where it led; a file reached without a symlink has no
+    # resolved_path at all (so events recorded before the field existed keep their hashes)
+    assert submitted["candidate"]["path"] == str(link)
+    assert submitted["candidate"]["resolved_path"] == str(target.candidate.resolve())
+    assert "resolved_path" not in submitted["result"]
+    assert cli("verify", db=target.url).code == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("{root}/missing/ledger.key", "--sign file {root}/missing/ledger.key does not exist"),
+        ("{root}", "--sign file {root} is a directory, not a file"),
+        ("~no-such-user-kl/ledger.key", "names a home folder that does not exist"),
+    ],
+)
+def test_checkpoint_signer_key_file_that_is_not_there(target: Target, value, fragment):
+    """A signer key is given as a file or as the key text; every key holds a '+', so a
+    value without one names a file, and a missing one is said to be missing (exit 2), not
+    reported as a malformed key. No checkpoint is stored."""
+    value, fragment = value.format(root=target.root), fragment.format(root=target.root)
+    with sqlite3.connect(target.db) as conn:
+        before = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    conn.close()
+    result = cli("checkpoint", "--sign", value, "--json", db=target.url)
+    assert result.code == 2 and one_line_error(result.stderr), result.stderr
+    assert fragment in result.stderr and "malformed" not in result.stderr
+    with sqlite3.connect(target.db) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == before
+    conn.close()
+    # the verifier key of `verify` is read the same way
+    result = cli("verify", "--checkpoint", "x\n1\nAAAA\n", "--verifier-key", value, db=target.url)
+    assert result.code == 2 and one_line_error(result.stderr), result.stderr
+    assert fragment.replace("--sign", "--verifier-key") in result.stderr
 
 
 @pytest.mark.parametrize("kind", ["config", "round", "manifest"])
@@ -454,21 +496,10 @@ def test_unknown_home_directory_in_a_path(target: Target, kind: str):
     rejected(target, kind, json.dumps(doc).encode(), "~no-such-user-kl")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="follow-up for ledger/profiles.py parse_signals_json(): an escaped lone surrogate "
-    "in a signal name ends in an internal error (exit 70); it should be exit 2 "
-    "(jsonio.check_json_value now refuses these for every other input file)",
-)
 def test_profile_signal_name_with_a_lone_surrogate(target: Target):
     rejected(target, "profile", b'{"aiv_vec_ratio\\ud800": 0.5}', "surrogate")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="follow-up for ledger/profiles.py parse_signals_json(): duplicate keys are "
-    "accepted (the last wins); every other input file refuses them",
-)
 def test_profile_with_duplicate_signal_names(target: Target):
     rejected(target, "profile", b'{"aiv_vec_ratio": 0.1, "aiv_vec_ratio": 0.9}', "duplicate")
 
@@ -496,8 +527,59 @@ def test_secret_like_environment_variables_are_refused(
     rejected(target, "manifest", json.dumps(doc).encode(), "looks like a secret and is refused")
 
 
+@settings(max_examples=scale(15, 300), deadline=None, database=None)
+@given(
+    before=st.lists(st.from_regex(r"[A-Za-z0-9]{1,8}", fullmatch=True), max_size=2),
+    qualifier=st.sampled_from(["SECRET", "PRIVATE"]),
+    between=st.lists(st.from_regex(r"[A-Za-z0-9]{1,8}", fullmatch=True), max_size=2),
+    lower=st.booleans(),
+)
+def test_secret_keys_that_end_in_key_are_refused(
+    tmp_path_factory, before, qualifier, between, lower
+):
+    """The spec's patterns are examples of secret-like keys ("such as"): a `*_KEY` with
+    SECRET or PRIVATE before it (AWS_SECRET_ACCESS_KEY, DJANGO_SECRET_KEY, SSH_PRIVATE_KEY)
+    is one too, though it does not end in _SECRET."""
+    target = _shared_target(tmp_path_factory)
+    key = "_".join([*before, qualifier, *between, "KEY"])
+    key = key.lower() if lower else key
+    doc = copy.deepcopy(target.base["manifest"])
+    doc["environment_variables"][key] = "value"
+    rejected(target, "manifest", json.dumps(doc).encode(), "looks like a secret and is refused")
+
+
 @pytest.mark.parametrize(
-    "key", ["TOKENIZER_PATH", "SECRETARY_NAME", "TOKENIZERS_PARALLELISM", "PASSWORD_MIN_LENGTH"]
+    "key",
+    [
+        "AWS_SECRET_ACCESS_KEY",
+        "aws_secret_access_key",
+        "SECRET_KEY",
+        "SSH_PRIVATE_KEY",
+        "GITHUB_TOKEN",
+        "MY_DB_PASSWORD",
+        "OPENAI_API_KEY",
+    ],
+)
+def test_well_known_secret_names_are_refused(target: Target, key: str):
+    doc = copy.deepcopy(target.base["manifest"])
+    doc["environment_variables"][key] = "value"
+    rejected(target, "manifest", json.dumps(doc).encode(), f"{key} looks like a secret")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "TOKENIZER_PATH",
+        "SECRETARY_NAME",
+        "TOKENIZERS_PARALLELISM",
+        "PASSWORD_MIN_LENGTH",
+        # the rule is on the name's ending (`*_TOKEN`, `*_PASSWORD`, …): a name that goes on
+        # after the secret word is kept; *_FILE names a file holding a secret, not the secret
+        "MY_PASSWORD_FILE",
+        "PRIVATE_KEY_PATH",
+        "AWS_ACCESS_KEY_ID",
+        "KEYBOARD_SECRET_LAYOUT",
+    ],
 )
 def test_near_miss_keys_are_kept(target: Target, key: str):
     doc = copy.deepcopy(target.base["manifest"])

@@ -244,6 +244,69 @@ def test_opening_without_creating(tmp_path: Path):
     assert not path.exists()
 
 
+def test_a_cleanly_deleted_ledger_is_not_recreated(tmp_path: Path):
+    """The ledger file (and its folder) deleted cleanly, no -wal left: every command but
+    those whose job is to create a ledger (plan, import, db upgrade) answers exit 4 with
+    one line, and creates nothing: no empty file, no fresh schema where the history was.
+    A bad input file is still rejected first (exit 2)."""
+    folder = tmp_path / "ledgers"
+    ledger = Ledger(folder / "ledger.sqlite3", tmp_path)
+    ledger.record()
+    work = ledger.work
+    bundle = work / "run.bundle.jsonl"
+    assert cli("export", "--run", RUN, "--out", bundle, db=ledger.url).code == 0
+    profile = write_json(work / "profile.json", {"aiv_vec_ratio": 0.5, "aiv_scalar_ratio": 0.1})
+    round_doc = json.loads(ledger.round_file().read_bytes())
+    noise = write_json(
+        work / "noise.json",
+        {"kernel_sha256": ledger.files.kernel_sha, "measurements": round_doc["measurements"]},
+    )
+    for leftover in folder.iterdir():
+        leftover.unlink()
+    folder.rmdir()
+    out = work / "deleted-out"
+    commands = {
+        **ledger.commands(),
+        "status --run": ["status", "--run", RUN, "--json"],
+        "history --run": ["history", "--run", RUN, "--json"],
+        "history --like-profile": ["history", "--like-profile", profile, "--json"],
+        "show": ["show", "--run", RUN, "--round", "1", "--json"],
+        "compare": ["compare", "--run", RUN, "--round", "0", "--round", "1", "--json"],
+        "report": ["report", "--run", RUN, "--html", out / "r.html", "--json"],
+        "profile": ["profile", "--run", RUN, "--baseline", profile, "--json"],
+        "diagnose": [
+            *("diagnose", "--run", RUN, "--bottleneck", "vector-compute"),
+            *("--evidence", "x", "--json"),
+        ],
+        "noise": ["noise", "--run", RUN, "--measurements", noise, "--json"],
+        "checkpoint": ["checkpoint", "--json"],
+        "export": ["export", "--run", RUN, "--out", out / "b.jsonl", "--json"],
+        "checkout": ["checkout", "--run", RUN, "--out", out / "k.py", "--json"],
+        "check-merge": ["check-merge", "--run", RUN, "--kernel", ledger.files.kernel, "--json"],
+        "db current": ["db", "current", "--json"],
+    }
+    del commands["plan"]
+    for name, args in commands.items():
+        result = cli(*args, db=ledger.url)
+        refused(result, "there is no ledger at", "nothing was created")
+        assert not folder.exists(), f"{name} created {folder}"
+    assert not out.exists()
+    # a bad input file is rejected before the ledger is opened
+    bad = work / "bad-round.json"
+    bad.write_bytes(b"{")
+    result = cli("record", "--run", RUN, "--result", bad, db=ledger.url)
+    assert result.code == 2 and "is not valid JSON" in result.stderr, result.stderr
+    assert not folder.exists()
+    # the commands whose job is to create a ledger do
+    assert cli("import", bundle, db=ledger.url).code == 0
+    assert cli("verify", db=ledger.url).code == 0
+    for leftover in folder.iterdir():
+        leftover.unlink()
+    assert cli("db", "upgrade", db=ledger.url).code == 0 and ledger.path.exists()
+    ledger.path.unlink()
+    assert cli("plan", "--config", ledger.files.config(RUN, work), db=ledger.url).code == 0
+
+
 def test_replaced_while_in_use(tmp_path: Path):
     """A backup is restored over the file while a writer has it open: the writer's append
     must not go into the file that was replaced."""
@@ -324,19 +387,49 @@ def test_full_disk_simulated(tmp_path: Path):
     assert cli("verify", db=ledger.url).code == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="follow-up for ledger/service.py analyze(): a full output folder ends in an "
-    "internal error (exit 70) after RunConcluded was appended; it should be exit 4 (or 2) "
-    "before anything is appended",
-)
 def test_analyze_into_a_full_output_folder(tmp_path: Path):
     needs_mount()
     ledger = Ledger(tmp_path / "ledger.sqlite3", tmp_path)
     ledger.record()
     rows = event_rows(ledger.url)
     with tmpfs(tmp_path / "out", "64k") as out:
-        _fill(out)
-        result = cli("analyze", "--run", RUN, "--output-dir", out / "report", db=ledger.url)
-    assert result.code in (2, 4) and one_line_error(result.stderr), result.stderr
+        filler = _fill(out)
+        report = out / "report"
+        result = cli("analyze", "--run", RUN, "--output-dir", report, db=ledger.url)
+        assert result.code == 4 and one_line_error(result.stderr), result.stderr
+        assert "No space left on device; nothing was appended" in result.stderr
+        assert event_rows(ledger.url) == rows  # the run is not concluded
+        assert sorted(p.name for p in report.iterdir()) == []  # no staged file left behind
+        # read-only: refused the same way
+        filler.unlink()
+        remount(out, "ro")
+        try:
+            result = cli("analyze", "--run", RUN, "--output-dir", report, db=ledger.url)
+        finally:
+            remount(out, "rw")
+        assert result.code == 4 and one_line_error(result.stderr), result.stderr
+        assert "nothing was appended" in result.stderr
+        assert event_rows(ledger.url) == rows
+        # with room again, analyze concludes the run and writes its three files
+        result = cli("analyze", "--run", RUN, "--output-dir", report, "--json", db=ledger.url)
+        assert result.code == 0, result.stderr
+        assert sorted(p.name for p in report.iterdir()) == [
+            "analysis.json",
+            "manifest.json",
+            "report.md",
+        ]
+        analysis = json.loads((report / "analysis.json").read_bytes())
+    assert len(event_rows(ledger.url)) == len(rows) + 1  # RunConcluded, once
+    assert analysis["status"] == json.loads(result.stdout)["status"]
+    assert cli("verify", db=ledger.url).code == 0
+
+
+def test_analyze_into_a_path_that_is_a_file(tmp_path: Path):
+    ledger = Ledger(tmp_path / "ledger.sqlite3", tmp_path)
+    rows = event_rows(ledger.url)
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("x")
+    result = cli("analyze", "--run", RUN, "--output-dir", not_a_folder / "out", db=ledger.url)
+    assert result.code == 2 and one_line_error(result.stderr), result.stderr
+    assert "cannot write to the output folder" in result.stderr
     assert event_rows(ledger.url) == rows

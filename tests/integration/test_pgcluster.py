@@ -112,7 +112,10 @@ def test_cli_start_stop(tmp_path):
     def cli(*args):
         return subprocess.run(
             [sys.executable, str(PGCLUSTER_PATH), *args, "--state-file", str(state_file)],
-            capture_output=True, text=True, timeout=90, check=False,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
         )
 
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,14 +23,19 @@ from ledger.decide import (
 from ledger.errors import InputError
 from ledger.stats import (
     FLAG_DRIFT_UNESTIMATED,
+    METHOD,
+    METHOD_SMOOTHED,
     MIN_DRIFT_PAIRS,
     StatisticsConfig,
     _resampled_medians,
     _Side,
+    _smoothing_sd,
     derive_seed,
     estimate_drift,
     noise_aware_decision,
 )
+
+GOLDEN_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "stats" / "v1-golden.json"
 
 OBJ = Objective(
     target_relative_improvement=0.10,
@@ -127,7 +133,8 @@ def test_sampler_handles_mixed_counts_and_parities_in_one_call():
 # ------------------------------------------------------------ the decision rule
 
 
-def test_medians_only_returns_the_contract_exactly():
+@pytest.mark.parametrize("bootstrap", ["plain", "smoothed"])
+def test_medians_only_returns_the_contract_exactly(bootstrap):
     for bm, cm in [([10.0, 20.0], [9.0, 18.0]), ([10.0], [10.02]), ([10.0, 20.0], [9.0, 21.0])]:
         contract = contract_decision(
             weighted_improvement([1.0] * len(bm), bm, cm), worst_regression(bm, cm), OBJ
@@ -140,6 +147,7 @@ def test_medians_only_returns_the_contract_exactly():
             best_medians=bm,
             cand_medians=cm,
             objective=OBJ,
+            config=StatisticsConfig(bootstrap=bootstrap),
             seed=1,
             drift_estimated=False,
         )
@@ -228,9 +236,14 @@ def test_evidence_records_every_statistic_and_is_canonical_json():
         "kind", "improvement", "worst_regression", "improvement_lower", "regression_upper",
         "improvement_spread", "resamples", "alpha", "regression_quantile", "min_samples", "seed",
         "best_sample_counts", "candidate_sample_counts", "drift_sigma", "drift_estimated",
-        "numpy_version", "advice", "method", "contract_decision", "decision",
+        "numpy_version", "advice", "method", "contract_decision", "decision", "bootstrap",
     ):  # fmt: skip
         assert key in ev
+    assert ev["bootstrap"] == "smoothed" and ev["method"] == METHOD_SMOOTHED
+    # "plain" records exactly the keys of decisions recorded before the setting existed
+    _, plain = decide(best, cand, config=StatisticsConfig(resamples=400, bootstrap="plain"))
+    assert "bootstrap" not in plain.evidence and plain.evidence["method"] == METHOD
+    assert set(ev) - set(plain.evidence) == {"bootstrap"}
     assert ev["best_sample_counts"] == [25, 26] and ev["candidate_sample_counts"] == [27, 28]
     assert ev["numpy_version"] == np.__version__ and ev["drift_estimated"] is True
     rfc8785.dumps(ev)  # raises on NaN, infinities and unsafe integers
@@ -294,6 +307,7 @@ def rounds(draw):
         resamples=100,
         alpha=draw(st.floats(0.01, 0.49)),
         regression_quantile=draw(st.floats(0.51, 0.99)),
+        bootstrap=draw(st.sampled_from(["plain", "smoothed"])),
     )
     drift = draw(st.sampled_from([0.0, 0.001, 0.02]))
     return best, cand, weights, objective, config, drift, seed
@@ -314,6 +328,189 @@ def test_statistics_never_create_a_keep(case):
     assert outcome.evidence["decision"] == outcome.decision.value
     assert outcome.evidence["contract_decision"] == contract.value
     json.dumps(outcome.evidence, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds(), st.data())
+def test_without_enough_samples_the_decision_is_the_contract(case, data):
+    # Medians only (no samples, or a case short of min_samples): SPEC 3 exactly, either way.
+    best, cand, weights, objective, config, drift, seed = case
+    short = data.draw(st.integers(0, len(best) - 1))
+    best = [s if i != short else None for i, s in enumerate(best)]
+    bm = [data.draw(st.floats(1.0, 1000.0)) for _ in best]
+    cm = [m * data.draw(st.floats(0.85, 1.1)) for m in bm]
+    contract, outcome = decide(
+        best, cand, weights=weights, objective=objective, config=config, seed=seed,
+        drift_sigma=drift, best_medians=bm, cand_medians=cm,
+    )  # fmt: skip
+    assert contract is contract_decision(
+        weighted_improvement(weights, bm, cm), worst_regression(bm, cm), objective
+    )
+    assert outcome.decision is contract and outcome.evidence["kind"] == "medians"
+    assert outcome.evidence["improvement_lower"] is None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds())
+def test_smoothing_never_turns_a_plain_non_keep_into_a_keep_on_a_shared_round(case):
+    # Both variants run on the same round: neither creates a KEEP, and each one's KEEP is a
+    # contract KEEP.
+    best, cand, weights, objective, config, drift, seed = case
+    for bootstrap in ("plain", "smoothed"):
+        cfg = StatisticsConfig(**{**config.to_dict(), "bootstrap": bootstrap})
+        contract, outcome = decide(
+            best, cand, weights=weights, objective=objective, config=cfg, seed=seed,
+            drift_sigma=drift,
+        )  # fmt: skip
+        if outcome.decision is Decision.KEEP:
+            assert contract is Decision.KEEP
+
+
+# ------------------------------------------------------------------ smoothing
+
+
+def test_smoothing_sd_is_silverman_on_the_log_samples():
+    x = np.sort(np.array([9.8, 10.0, 10.1, 10.3, 9.9, 10.6, 10.2, 9.7, 10.4, 10.05]))
+    logs = np.log(x)
+    q1, q3 = np.quantile(logs, [0.25, 0.75])
+    h = 0.9 * min(np.std(logs, ddof=1), (q3 - q1) / 1.34) * 10**-0.2
+    assert _smoothing_sd(x) == pytest.approx(math.sqrt(math.pi / 2) * h / math.sqrt(10))
+    # all ties: the IQR and the sd are 0, and so is the smoothing
+    assert _smoothing_sd(np.full(12, 7.5)) == 0.0
+    # more than half tied (timer resolution): the IQR is 0, the sd takes over
+    tied = np.sort(np.array([5.0] * 8 + [5.1, 5.3, 4.9]))
+    assert _smoothing_sd(tied) == pytest.approx(
+        math.sqrt(math.pi / 2) * 0.9 * np.std(np.log(tied), ddof=1) * 11**-0.2 / math.sqrt(11)
+    )
+
+
+def test_smoothing_of_many_cases_at_once_matches_each_case_alone():
+    rng = np.random.default_rng(14)
+    cases = [np.sort(lognormal(rng, m, cv, n)) for m, cv, n in [(5.0, 0.02, 10), (80.0, 0.1, 37)]]
+    cases.append(np.sort(np.round(lognormal(rng, 20.0, 0.01, 12), 1)))  # ties
+    cases.append(np.full(10, 3.0))
+    side = _Side.of(cases, smoothed=True)
+    assert side.smoothing is not None and side.smoothing.shape == (4, 1)
+    for got, x in zip(side.smoothing[:, 0], cases, strict=True):
+        logs = np.log(x)
+        q1, q3 = np.quantile(logs, [0.25, 0.75])
+        sd = np.std(logs, ddof=1)
+        scale = min(sd, (q3 - q1) / 1.34) if q3 > q1 else sd
+        want = math.sqrt(math.pi / 2) * 0.9 * scale * x.size**-0.2 / math.sqrt(x.size)
+        if x[0] == x[-1]:
+            want = 0.0  # all tied: exactly no smoothing (np.std leaves a rounding residue)
+        assert got == pytest.approx(want, rel=1e-12)
+    assert _Side.of(cases).smoothing is None
+
+
+def test_smoothed_medians_are_wider_at_few_samples_and_fade_with_more():
+    rng = np.random.default_rng(12)
+    ratios = {}
+    for n in (10, 100):
+        plain_var, smooth_var = [], []
+        for t in range(40):
+            x = lognormal(rng, 20.0, 0.05, n)
+            gen = np.random.Generator(np.random.PCG64(t))
+            plain_var.append(np.var(_resampled_medians(gen, _Side.of([x]), 4000)))
+            gen = np.random.Generator(np.random.PCG64(t))
+            smooth = _resampled_medians(gen, _Side.of([x], smoothed=True), 4000)
+            smooth_var.append(np.var(smooth))
+            assert smooth.min() > 0.0
+        ratios[n] = math.sqrt(np.mean(smooth_var) / np.mean(plain_var))
+    assert 1.08 < ratios[10] < 1.3  # about +32% of the variance at 10 samples
+    assert 1.0 < ratios[100] < ratios[10]
+
+
+def test_smoothing_keeps_extreme_samples_positive():
+    x = np.array([1.0, 1.0, 1000.0, 2.0, 500.0, 3.0, 1.5, 800.0, 1.2, 900.0])
+    got = _resampled_medians(
+        np.random.Generator(np.random.PCG64(1)), _Side.of([x], smoothed=True), 5000
+    )
+    assert np.all(np.isfinite(got)) and got.min() > 0.0
+
+
+def test_smoothing_only_adds_draws_after_each_sides_betas():
+    # The plain draws are a prefix of each side's smoothed draws: same Beta stream.
+    rng = np.random.default_rng(13)
+    x = [lognormal(rng, 10.0, 0.05, 11), lognormal(rng, 30.0, 0.05, 10)]
+    plain = _resampled_medians(np.random.Generator(np.random.PCG64(4)), _Side.of(x), 300)
+    gen = np.random.Generator(np.random.PCG64(4))
+    side = _Side.of(x, smoothed=True)
+    smooth = _resampled_medians(gen, side, 300)
+    factor = smooth / plain
+    z = np.log(factor) / side.smoothing
+    assert np.allclose(z.std(), 1.0, atol=0.15) and np.all(factor > 0.0)
+
+
+# ------------------------------------------------------------ older recordings
+
+
+def _golden():
+    return json.loads(GOLDEN_V1.read_text(encoding="utf-8"))
+
+
+def _same_figures(got: dict, want: dict) -> None:
+    """Bit for bit under the numpy that recorded them; to round-off under another."""
+    recorded_under = _golden()["numpy_version"]
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        if key == "numpy_version":
+            continue
+        if isinstance(value, float) and np.__version__ != recorded_under:
+            assert got[key] == pytest.approx(value, rel=1e-9), key
+        else:
+            assert got[key] == value, key
+
+
+def test_a_recorded_config_without_the_key_replays_the_v1_rule_exactly():
+    golden = _golden()["decision"]
+    config = StatisticsConfig.from_recorded(golden["recorded_statistics"])
+    assert config.bootstrap == "plain"
+    objective = Objective(**golden["objective"])
+    _, outcome = decide(
+        [np.array(s) for s in golden["best"]], [np.array(s) for s in golden["candidate"]],
+        weights=golden["weights"], objective=objective, config=config, seed=golden["seed"],
+        drift_sigma=golden["drift_sigma"], drift_estimated=golden["drift_estimated"],
+    )  # fmt: skip
+    _same_figures(outcome.evidence, golden["evidence"])
+    # the same round under the new default is decided by the smoothed rule
+    _, smoothed = decide(
+        [np.array(s) for s in golden["best"]], [np.array(s) for s in golden["candidate"]],
+        weights=golden["weights"], objective=objective, seed=golden["seed"],
+        config=StatisticsConfig.from_mapping(golden["recorded_statistics"]),
+        drift_sigma=golden["drift_sigma"], drift_estimated=golden["drift_estimated"],
+    )  # fmt: skip
+    assert smoothed.evidence["method"] == METHOD_SMOOTHED
+    assert smoothed.evidence["regression_upper"] != golden["evidence"]["regression_upper"]
+
+
+def test_a_recorded_config_without_the_key_replays_the_v1_drift_exactly():
+    golden = _golden()["drift"]
+    config = StatisticsConfig.from_recorded(golden["recorded_statistics"])
+    estimate = estimate_drift(golden["pairs"], config=config, seed=golden["seed"])
+    _same_figures(estimate.to_evidence(), golden["evidence"])
+
+
+def test_the_controller_replays_runs_planned_before_the_key_with_the_plain_rule():
+    from ledger.controller import noise_aware
+    from ledger.evidence import RunEvidence
+
+    golden = _golden()["decision"]
+    common = dict(
+        run_id="r", round_no=1, weights=golden["weights"],
+        best_medians=medians([np.array(s) for s in golden["best"]]),
+        candidate_medians=medians([np.array(s) for s in golden["candidate"]]),
+        best_samples=golden["best"], candidate_samples=golden["candidate"],
+        objective=Objective(**golden["objective"]), contract=Decision.KEEP,
+    )  # fmt: skip
+    old = RunEvidence()
+    old.statistics = {"resamples": 500}  # as planned before the key existed
+    _, evidence = noise_aware(evidence=old, **common)
+    assert evidence["method"] == METHOD and "bootstrap" not in evidence
+    new = RunEvidence()
+    new.statistics = StatisticsConfig.planned({"resamples": 500})
+    _, evidence = noise_aware(evidence=new, **common)
+    assert evidence["method"] == METHOD_SMOOTHED and evidence["bootstrap"] == "smoothed"
 
 
 # ------------------------------------------------------------------------ drift
@@ -383,7 +580,33 @@ def test_config_defaults_and_mapping():
         "resamples": 2000,
         "alpha": 0.05,
         "regression_quantile": 0.8,
+        "bootstrap": "smoothed",
     }
+
+
+def test_recorded_configs_default_to_the_rule_they_were_recorded_under():
+    # A configuration written by the user: absent means the current default, "smoothed".
+    # A recorded one (RunPlanned.statistics): absent means "plain", the rule before the key.
+    assert StatisticsConfig.from_recorded(None).bootstrap == "plain"
+    assert StatisticsConfig.from_recorded({"alpha": 0.1}) == StatisticsConfig(
+        alpha=0.1, bootstrap="plain"
+    )
+    assert StatisticsConfig.from_recorded({"bootstrap": "smoothed"}) == StatisticsConfig()
+    # plan records the key for every new run, so its replays read "smoothed" back
+    assert StatisticsConfig.planned(None) == {"bootstrap": "smoothed"}
+    assert StatisticsConfig.planned({"alpha": 0.1}) == {"alpha": 0.1, "bootstrap": "smoothed"}
+    assert StatisticsConfig.planned({"bootstrap": "plain"}) == {"bootstrap": "plain"}
+    for planned in (None, {"alpha": 0.1}, {"bootstrap": "plain"}):
+        recorded = StatisticsConfig.planned(planned)
+        assert StatisticsConfig.from_recorded(recorded) == StatisticsConfig.from_mapping(planned)
+    with pytest.raises(InputError, match=r"statistics\.bootstrap must be one of"):
+        StatisticsConfig.from_recorded({"bootstrap": "jackknife"})
+
+
+def test_plan_records_the_default_bootstrap():
+    from ledger.service import PLANNED_BOOTSTRAP
+
+    assert StatisticsConfig().bootstrap == PLANNED_BOOTSTRAP
 
 
 @pytest.mark.parametrize(
@@ -402,6 +625,8 @@ def test_config_defaults_and_mapping():
         ({"alpha": "0.05"}, "statistics.alpha must be a number"),
         ({"regression_quantile": 1.0}, "statistics.regression_quantile must be strictly"),
         ({"regression_quantile": float("inf")}, "statistics.regression_quantile must be finite"),
+        ({"bootstrap": "jackknife"}, "statistics.bootstrap must be one of plain, smoothed"),
+        ({"bootstrap": None}, "statistics.bootstrap must be one of plain, smoothed"),
     ],
 )
 def test_config_rejections_name_the_field(mapping, message):
