@@ -47,7 +47,7 @@ from ledger.store.eventstore import Store, StoredEvent
 
 # The replay verifier's per-event checks, used as they are: a bundle's run is checked by the
 # very code that checks a run in a ledger.
-from ledger.verify import Failure, _check_record, _replay, _Stop, _Stream
+from ledger.verify import Failure, ReplayStop, RunReplay
 
 FORMAT = "kernel-ledger-bundle/1"
 CHECKS = (
@@ -374,7 +374,7 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
     cp, counts, heads = _header(number, header)
     report.run_id, report.origin = header["run_id"], cp.origin
     report.tree_size, report.root = cp.size, b64(cp.root)
-    state = _Stream()
+    replay = RunReplay()
     records: list[StoredEvent] = []
     last_seq = 0
     for _ in range(counts[0]):
@@ -389,7 +389,7 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
             )
         last_seq = e.seq
         try:
-            event = _check_record(e, state, None)
+            event = replay.check(e)
             if not merkle.verify_inclusion(
                 bytes.fromhex(e.event_hash), e.seq - 1, cp.size, proof, cp.root
             ):
@@ -399,10 +399,9 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
                     "checkpoint's root",
                     e,
                 )
-            _replay(e, state, event)
-        except _Stop as stop:
+            replay.apply(e, event)
+        except ReplayStop as stop:
             raise _Bad(stop.failure) from None
-        state.version, state.last_hash = e.stream_version, e.event_hash
         records.append(e)
         report.events_checked += 1
     blobs: dict[str, bytes] = {}
@@ -424,10 +423,10 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
                 "consistency",
                 f"the consistency proof from size {old_size} does not lead to the checkpoint",
             )
-    missing = sorted(state.kernels - set(blobs))
+    missing = sorted(replay.kernels - set(blobs))
     if missing:
         raise _bad("blobs", f"kernel source {missing[0]} named by the run is not in the bundle")
-    report.warnings = list(state.warnings)
+    report.warnings = replay.warnings
     report.heads = {old: b64(old_root) for old, old_root, _ in heads}
     return BundleContent(header["run_id"], records, list(blobs.values()))
 

@@ -101,7 +101,9 @@ class Report:
         }
 
 
-class _Stop(Exception):
+class ReplayStop(Exception):
+    """The first failure of a check: replay stops there."""
+
     def __init__(self, failure: Failure) -> None:
         self.failure = failure
 
@@ -132,10 +134,10 @@ class _Concluded:
     warnings: list[str]
 
 
-def _fail(e: StoredEvent | None, check: str, reason: str) -> _Stop:
+def _fail(e: StoredEvent | None, check: str, reason: str) -> ReplayStop:
     if e is None:
-        return _Stop(Failure(None, None, None, check, reason))
-    return _Stop(Failure(e.seq, e.stream_id, e.stream_version, check, reason))
+        return ReplayStop(Failure(None, None, None, check, reason))
+    return ReplayStop(Failure(e.seq, e.stream_id, e.stream_version, check, reason))
 
 
 def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int | None) -> Event:
@@ -287,7 +289,7 @@ def verify_ledger(
                 raise _fail(None, "replay", f"run {run_id!r} has no events in the ledger")
             _check_projections(store, conn, streams, run_id)
             _check_blobs(store, conn, streams)
-        except _Stop as stop:
+        except ReplayStop as stop:
             report.first_failure = stop.failure
             report.checks[stop.failure.check] = "failed"
             started = CHECKS.index(stop.failure.check)
@@ -351,7 +353,7 @@ def verify_chain(
                     on_progress(expected - 1, total)
             if not whole and not heads:
                 raise _fail(None, "chain", f"run {run_id!r} has no events in the ledger")
-        except _Stop as stop:
+        except ReplayStop as stop:
             report.first_failure = stop.failure
             report.checks[stop.failure.check] = "failed"
             for name in CHAIN_CHECKS[CHAIN_CHECKS.index(stop.failure.check) + 1 :]:
@@ -363,8 +365,8 @@ def verify_chain(
     return report
 
 
-def _row_fail(row, check: str, reason: str) -> _Stop:
-    return _Stop(Failure(row[0], row[2], row[3], check, reason))
+def _row_fail(row, check: str, reason: str) -> ReplayStop:
+    return ReplayStop(Failure(row[0], row[2], row[3], check, reason))
 
 
 def _conclude(store: Store, conn, stream_id: str, state: _Stream) -> _Concluded:
@@ -483,3 +485,30 @@ def rebuild_projections(store: Store) -> int:
             assert view is not None
             store.save_view(conn, None, view)
     return len(views)
+
+
+class RunReplay:
+    """One run's events replayed in order under the checks `verify` applies to each (hash,
+    stream version, parent link, then the replay rules), for a reader that is not a store,
+    such as an exported bundle. Each method raises `ReplayStop` with the failure."""
+
+    def __init__(self) -> None:
+        self._state = _Stream()
+
+    def check(self, e: StoredEvent) -> Event:
+        """The event's own checks (hash, version, parent); returns the parsed event."""
+        return _check_record(e, self._state, None)
+
+    def apply(self, e: StoredEvent, event: Event) -> None:
+        """Replay a checked event and move the run's head past it."""
+        _replay(e, self._state, event)
+        self._state.version, self._state.last_hash = e.stream_version, e.event_hash
+
+    @property
+    def kernels(self) -> set[str]:
+        """The kernel sources the run's events name."""
+        return set(self._state.kernels)
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._state.warnings)
