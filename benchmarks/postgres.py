@@ -85,6 +85,22 @@ class PgBackend:
             _CPU["floor"] = time.thread_time() - cpu  # this client's CPU; the server's is apart
             return seconds
 
+    def raw_insert_all(self, url: str, source: str, rows: list, sizes: list[int]) -> float:
+        """Seconds to insert every row the store wrote, grouped in its transactions."""
+        from benchmarks.bench_append import all_rows_batches, every_row
+
+        with self._connect(source) as src:
+            batches = all_rows_batches(src, every_row(src, rows), sizes)
+        with self._connect(url) as conn:
+            cursor = conn.cursor()
+            start = time.perf_counter()
+            for batch in batches:
+                with conn.transaction():
+                    for table, chunk in batch:
+                        marks = ", ".join(["%s"] * len(chunk[0]))
+                        cursor.executemany(f"INSERT INTO {table} VALUES ({marks})", chunk)
+            return time.perf_counter() - start
+
     def ledger(self, *, events: int) -> str:
         """A PostgreSQL ledger of about `events` events, written like the SQLite ones."""
         url = self.fresh()

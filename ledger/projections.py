@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ledger.hashing import canonical
 
@@ -39,8 +39,11 @@ class CaseRow:
     best_median_us: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class RoundRow:
+class RoundRow(NamedTuple):
+    """One decided round, as the `rounds` table holds it. A named tuple, not a dataclass:
+    history queries build thousands of these, and a tuple is built from a database row in
+    a fraction of a frozen dataclass's time (`RoundRow._make(row)`)."""
+
     run_id: str
     round: int
     op_name: str
@@ -252,7 +255,7 @@ def _maker(cls: type) -> Callable[[Iterable[Any]], Any]:
 _RUN_FIELDS = RunRow.__slots__
 _run_values = attrgetter(*_RUN_FIELDS)
 _make_run = _maker(RunRow)
-_make_round = _maker(RoundRow)
+_make_round = RoundRow._make
 _make_profile = _maker(ProfileRow)
 _make_view = _maker(RunView)
 
@@ -426,5 +429,10 @@ def fold(events: Iterable[tuple[int, str, Event]]) -> RunView:
     return fold_into(None, events)
 
 
+def row_fields(cls: type) -> tuple[str, ...]:
+    """A projection row class's field names in column order (dataclass or named tuple)."""
+    return cls._fields if issubclass(cls, tuple) else cls.__slots__
+
+
 def as_dict(row: Any) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in row.__slots__}
+    return {name: getattr(row, name) for name in row_fields(type(row))}

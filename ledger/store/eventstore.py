@@ -37,7 +37,7 @@ from sqlalchemy.engine import make_url
 from ledger.errors import ConflictError, InputError, SchemaOutOfDate, StoreUnavailable
 from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.jsonio import display
-from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView
+from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
 from ledger.store import schema
 from ledger.store.tables import blobs, events, ledger_info, profiles, rounds, run_cases, runs
 
@@ -659,7 +659,7 @@ class Store:
             ]
             _write(conn, "update", run_cases, changed)
         added = after.rounds[len(before.rounds) if before else 0 :]
-        _write(conn, "insert", rounds, [_ROUND_VALUES(r) for r in added])
+        _write(conn, "insert", rounds, list(added))  # a RoundRow is a tuple of its columns
         new_profiles = after.profiles[len(before.profiles) if before else 0 :]
         _write(conn, "insert", profiles, [_PROFILE_VALUES(p) for p in new_profiles])
 
@@ -675,7 +675,7 @@ class Store:
         return RunView(
             run=view.run,
             cases=view.cases,
-            rounds=tuple(RoundRow(*r) for r in rows),
+            rounds=tuple(map(RoundRow._make, rows)),
             profiles=tuple(ProfileRow(*p) for p in found),
         )
 
@@ -784,7 +784,7 @@ _CASE_ROWS = (
 )
 # Projection rows are read positionally, in the order of their dataclass's fields: building
 # them from mappings cost more than the query itself for the small results history returns.
-_ROUND_COLUMNS = tuple(rounds.c[name] for name in RoundRow.__slots__)
+_ROUND_COLUMNS = tuple(rounds.c[name] for name in RoundRow._fields)
 _RUN_ROUNDS = (
     select(*_ROUND_COLUMNS).where(rounds.c.run_id == bindparam("run")).order_by(rounds.c.round)
 )
@@ -796,7 +796,6 @@ _RUN_PROFILES = (
 _ALL_RUNS = select(*(runs.c[name] for name in RunRow.__slots__)).order_by(runs.c.planned_at)
 _RUN_VALUES = attrgetter(*RunRow.__slots__)
 _CASE_VALUES = attrgetter(*CaseRow.__slots__)
-_ROUND_VALUES = attrgetter(*RoundRow.__slots__)
 _PROFILE_VALUES = attrgetter(*ProfileRow.__slots__)
 _ROW_CLASSES = {"runs": RunRow, "run_cases": CaseRow, "rounds": RoundRow, "profiles": ProfileRow}
 _ROW_KEYS = {"runs": ("run_id",), "run_cases": ("run_id", "position")}
@@ -812,7 +811,7 @@ def _write(conn: Connection, kind: str, table: Any, rows: list[tuple[Any, ...]])
 @functools.cache
 def _projection_sql(paramstyle: str, kind: str, table: str) -> str:
     mark = "?" if paramstyle == "qmark" else "%s"
-    names = _ROW_CLASSES[table].__slots__
+    names = row_fields(_ROW_CLASSES[table])
     if kind == "insert":
         return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
     sets = ", ".join(f"{name} = {mark}" for name in names)
@@ -844,7 +843,7 @@ class RoundFilter:
 def query_rounds(conn: Connection, f: RoundFilter) -> list[RoundRow]:
     """Rounds across runs from the indexed projection table, oldest first."""
     statement, values = rounds_query(f)
-    return [RoundRow(*r) for r in conn.execute(statement, values)]
+    return list(map(RoundRow._make, conn.execute(statement, values)))
 
 
 # (filter field, how it compares); a query's shape is which of them are set.
@@ -905,4 +904,4 @@ def rounds_with_bottleneck(conn: Connection, bottleneck: str, limit: int) -> lis
         .order_by(rounds.c.recorded_at.desc())
         .limit(limit)
     )
-    return [RoundRow(*r) for r in conn.execute(query)]
+    return list(map(RoundRow._make, conn.execute(query)))
