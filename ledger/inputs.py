@@ -8,6 +8,7 @@ Paths inside an input file are resolved relative to that file's folder unless ab
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -126,9 +127,14 @@ def field_path(loc: Sequence[Any]) -> str:
             out += f"[{part}]"
         elif part in ("function-before[_number()]",) or str(part).startswith("function-"):
             continue
+        elif isinstance(part, str) and not _PLAIN_KEY.fullmatch(part):
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"  # "", "a b", "a.b": quoted
         else:
             out += f".{part}" if out else str(part)
     return out
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 def _message(error: Any) -> str:

@@ -398,12 +398,8 @@ class LedgerService:
                 # Not a conflict, so the store recognised a retry of an append that succeeded
                 # (same event ids, same content): answer as that append did, write nothing.
                 return self._replayed(before, stored, items), stored
-            for blob in blobs:
-                self.store.put_blob(conn, blob)
-            after = before
-            for record, item in zip(stored, items, strict=True):
-                after = projections.apply(after, record.stream_version, record.recorded_at, item)
-            assert after is not None
+            self.store.put_blobs(conn, list(blobs))
+            after = self._replayed(before, stored, items)
             self.store.save_view(conn, before, after)
         return after, stored
 
@@ -411,12 +407,14 @@ class LedgerService:
     def _replayed(
         before: RunView | None, stored: Sequence[StoredEvent], items: Sequence[Event]
     ) -> RunView:
-        """The view right after `stored`, events that are in the ledger already."""
-        after = before
-        for record, item in zip(stored, items, strict=True):
-            after = projections.apply(after, record.stream_version, record.recorded_at, item)
-        assert after is not None
-        return after
+        """The view right after `stored`: the append's events folded in one call."""
+        return projections.fold_into(
+            before,
+            (
+                (record.stream_version, record.recorded_at, item)
+                for record, item in zip(stored, items, strict=True)
+            ),
+        )
 
     def view(self, run_id: str) -> RunView:
         with self.store.transaction() as conn:

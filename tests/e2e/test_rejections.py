@@ -109,6 +109,8 @@ MANIFEST_CASES = [
     ({"topology": []}, "topology must be an object"),
     ({"artifacts": []}, "has no artifact named 'kernel'"),
     ({"extra_key": 1}, "extra_key is not an allowed key"),
+    ({"": 1}, '[""] is not an allowed key'),
+    ({"environment_variables": {"A B": 1}}, 'environment_variables["A B"] must be a string'),
 ]
 
 
