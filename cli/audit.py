@@ -113,8 +113,14 @@ def verify(
     Example: kernel-ledger verify --checkpoint checkpoint.txt --artifacts
     """
     if chain:
-        others = (checkpoint, verifier_key, bundle)
-        _verify_chain(ctx, run, artifacts or any(v is not None for v in others), as_json)
+        if artifacts or any(v is not None for v in (checkpoint, verifier_key, bundle)):
+            from ledger.errors import InputError
+
+            raise InputError(
+                "--chain checks the hash chain alone; it takes no --checkpoint, "
+                "--verifier-key, --artifacts or --bundle"
+            )
+        _verify_chain(ctx, run, as_json)
         return
     key = _key(verifier_key, "--verifier-key")
     note = _note(checkpoint)
@@ -160,16 +166,9 @@ def _failed_at(f) -> None:
     sys.stderr.write(f"Error: verification failed at {where}: {f.check}: {f.reason}\n")
 
 
-def _verify_chain(ctx: typer.Context, run: str | None, other: bool, as_json: bool) -> None:
+def _verify_chain(ctx: typer.Context, run: str | None, as_json: bool) -> None:
     from ledger.verify import verify_chain
 
-    if other:
-        from ledger.errors import InputError
-
-        raise InputError(
-            "--chain checks the hash chain alone; it takes no --checkpoint, --verifier-key, "
-            "--artifacts or --bundle"
-        )
     store = open_store(ctx)
     on_progress, finish = _progress(as_json)
     report = verify_chain(store, run, on_progress=on_progress)

@@ -133,11 +133,10 @@ def grant(
         else:
             say("\n".join(f"{s};" for s in ("BEGIN", *statements, "COMMIT")))
         return
-    from ledger.store.eventstore import resolve_url
+    from ledger.store.eventstore import parse_url, resolve_url
 
-    url = resolve_url(((ctx.parent or ctx).obj or {}).get("db"))
-    backend = url.split(":", 1)[0].split("+", 1)[0]
-    roles.check_grant(backend, role)  # refused before any ledger is opened (or looked for)
+    url = parse_url(resolve_url(((ctx.parent or ctx).obj or {}).get("db")))
+    roles.check_grant(url.get_backend_name(), role)  # before any ledger is opened
     result = roles.grant(open_store(ctx.parent or ctx), role)
     if as_json:
         emit_json(

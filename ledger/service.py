@@ -210,9 +210,6 @@ def _plan_of(stream: Sequence[StoredEvent]) -> RunPlanned:
     return event
 
 
-PLANNED_BOOTSTRAP = "smoothed"  # StatisticsConfig().bootstrap (tests/unit/test_stats.py checks)
-
-
 @dataclass(frozen=True)
 class PlannedRun:
     """What `plan` appends for a configuration: the events in order and the kernel read."""
@@ -230,14 +227,11 @@ def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
     """
     config_path = doc.path.absolute()
     settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
-    if config.statistics is not None:
-        from ledger.stats import StatisticsConfig
+    from ledger.stats import StatisticsConfig
 
-        StatisticsConfig.from_mapping(config.statistics)
-    # Recorded with the bootstrap variant in force, so that a replay tells this run from one
-    # planned before the key existed (absent means "plain"; StatisticsConfig.from_recorded).
-    # The same as StatisticsConfig.planned(...), without importing numpy for every plan.
-    statistics = {"bootstrap": PLANNED_BOOTSTRAP, **(config.statistics or {})}
+    # Checked now, and recorded with the bootstrap variant in force, so that a replay tells
+    # this run from one planned before the key existed (StatisticsConfig.from_recorded).
+    statistics = StatisticsConfig.planned(config.statistics)
     kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
     planned = config.case_ids
     baseline = measured_cases(config.baseline, planned, config_path, "baseline")
@@ -367,10 +361,6 @@ class LedgerService:
             assert self._open_store is not None
             self._store = self._open_store()
         return self._store
-
-    @store.setter
-    def store(self, store: Store) -> None:
-        self._store = store
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -55,6 +55,17 @@ def resolve_url(db: str | None) -> str:
     return db or os.environ.get("KERNEL_LEDGER_DB") or DEFAULT_DB
 
 
+def parse_url(url: str) -> Any:
+    """The parsed --db URL (a SQLAlchemy `URL`) of a backend kernel-ledger runs on."""
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError:
+        raise InputError(f"--db {url!r} is not a database URL") from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise InputError(f"--db must be a sqlite:// or postgresql+psycopg:// URL, not {url!r}")
+    return parsed
+
+
 def busy_timeout_s() -> float:
     raw = os.environ.get("KERNEL_LEDGER_BUSY_TIMEOUT")
     if raw is None:
@@ -146,13 +157,8 @@ class Store:
 
     def __init__(self, url: str, *, create: bool = True, check_schema: bool = True) -> None:
         self.url = url
-        try:
-            parsed = make_url(url)
-        except sa_exc.ArgumentError:
-            raise InputError(f"--db {url!r} is not a database URL") from None
+        parsed = parse_url(url)
         self.dialect = parsed.get_backend_name()
-        if self.dialect not in ("sqlite", "postgresql"):
-            raise InputError(f"--db must be a sqlite:// or postgresql+psycopg:// URL, not {url!r}")
         self.shown_url = parsed.render_as_string(hide_password=True)
         self.timeout = busy_timeout_s()
         self.path = _sqlite_file(parsed) if self.dialect == "sqlite" else None

@@ -192,6 +192,8 @@ def test_grant_refusals(shared: Shared, sqlite_url: str):
         assert result.json()["exit_code"] == 2
     lite = CliRunner(sqlite_url)("db", "grant", "--role", "app")
     assert lite.exit_code == 2 and "a SQLite ledger has no roles" in lite.stderr
+    garbage = CliRunner("garbage")("db", "grant", "--role", "app")
+    assert garbage.exit_code == 2 and "--db 'garbage' is not a database URL" in garbage.stderr
 
 
 def test_grant_sql_names_every_table_and_never_a_destructive_privilege():

@@ -603,10 +603,15 @@ def test_recorded_configs_default_to_the_rule_they_were_recorded_under():
         StatisticsConfig.from_recorded({"bootstrap": "jackknife"})
 
 
-def test_plan_records_the_default_bootstrap():
-    from ledger.service import PLANNED_BOOTSTRAP
+def test_plan_records_the_default_bootstrap(tmp_path):
+    from ledger.inputs import load_config
+    from ledger.service import plan_events
 
-    assert StatisticsConfig().bootstrap == PLANNED_BOOTSTRAP
+    from campaign import Campaign
+
+    doc, config = load_config(Campaign(tmp_path).config())
+    planned = plan_events(doc, config).events[0]
+    assert planned.statistics == {"bootstrap": StatisticsConfig().bootstrap}
 
 
 @pytest.mark.parametrize(
