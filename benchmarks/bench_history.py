@@ -2,7 +2,8 @@
 
 The indexed figure is `query_rounds` (what `kernel-ledger history` runs). The scan is the
 very same SELECT with SQLite told not to use any index on `rounds` (`NOT INDEXED`), so it
-reads every row. Repetitions alternate between the two; results must be identical.
+reads every row; its rows are fetched and built by the same `fetch_rounds`. Repetitions
+alternate between the two; results must be identical.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 
 from benchmarks.common import Section, Series, goal, progress, ratios
-from ledger.projections import RoundRow
-from ledger.store.eventstore import RoundFilter, Store, query_rounds, rounds_query
+from ledger.store.eventstore import RoundFilter, Store, fetch_rounds, query_rounds, rounds_sql
 
 
 def _filters(sample_run: str, middle: str) -> list[tuple[str, RoundFilter]]:
@@ -73,10 +73,8 @@ def measure(url: str, *, repeats: int) -> Section:
     rows = []
     worst = None
     for label, f in _filters(sample, middle):
-        statement, values = rounds_query(f)
-        compiled = statement.compile(dialect=store.engine.dialect)
-        sql = str(compiled)
-        params = tuple(values.get(n, compiled.params[n]) for n in compiled.positiontup or ())
+        with store.transaction() as conn:
+            sql, params = rounds_sql(conn, f)
         scan_sql = sql.replace("FROM rounds", "FROM rounds NOT INDEXED", 1)
         assert scan_sql != sql
 
@@ -89,8 +87,7 @@ def measure(url: str, *, repeats: int) -> Section:
         def scanned(scan_sql: str = scan_sql, params: tuple = params) -> tuple[float, int]:
             with store.transaction() as conn:
                 start = time.perf_counter()
-                result = conn.exec_driver_sql(scan_sql, params)
-                found = list(map(RoundRow._make, result))  # the same rows, built the same way
+                found = fetch_rounds(conn, scan_sql, params)  # the same rows, built the same way
                 return time.perf_counter() - start, len(found)
 
         fast, slow = Series(), Series()

@@ -791,6 +791,15 @@ _CASE_ROWS = (
 # Projection rows are read positionally, in the order of their dataclass's fields: building
 # them from mappings cost more than the query itself for the small results history returns.
 _ROUND_COLUMNS = tuple(rounds.c[name] for name in RoundRow._fields)
+_ROUND_BOOLEANS = tuple(
+    i for i, column in enumerate(_ROUND_COLUMNS) if column.type.python_type is bool
+)
+_WITH_BOTTLENECK = (
+    select(*_ROUND_COLUMNS)
+    .where(rounds.c.bottleneck == bindparam("bottleneck"))
+    .order_by(rounds.c.recorded_at.desc())
+    .limit(bindparam("n"))
+)
 _RUN_ROUNDS = (
     select(*_ROUND_COLUMNS).where(rounds.c.run_id == bindparam("run")).order_by(rounds.c.round)
 )
@@ -848,8 +857,70 @@ class RoundFilter:
 
 def query_rounds(conn: Connection, f: RoundFilter) -> list[RoundRow]:
     """Rounds across runs from the indexed projection table, oldest first."""
+    sql, params = rounds_sql(conn, f)
+    return fetch_rounds(conn, sql, params)
+
+
+def rounds_sql(conn: Connection, f: RoundFilter) -> tuple[str, Any]:
+    """The SQL text of `query_rounds` for this connection's driver, and its parameters in
+    the driver's own style (the benchmarks also run it without indexes)."""
     statement, values = rounds_query(f)
-    return list(map(RoundRow._make, conn.execute(statement, values)))
+    return _driver_sql(conn, statement, values)
+
+
+def _driver_sql(conn: Connection, statement: Any, values: dict[str, Any]) -> tuple[str, Any]:
+    """A statement built once (module level or cached) compiled once per driver, and its
+    parameter values in that driver's style."""
+    dialect = conn.dialect
+    key = (dialect.name, dialect.paramstyle, statement)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        done = statement.compile(dialect=dialect)
+        # the binds SQLAlchemy adds itself (SQLite's "OFFSET ?") keep their compiled values
+        defaults = done.params
+        compiled = _COMPILED[key] = (
+            str(done),
+            defaults,
+            done.positiontup if done.positional else None,
+        )
+    sql, defaults, order = compiled
+    if order is None:
+        return sql, {**defaults, **values}
+    return sql, tuple(values[name] if name in values else defaults[name] for name in order)
+
+
+_COMPILED: dict[tuple[str, str, Any], tuple[str, dict[str, Any], Any]] = {}
+
+
+def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
+    """Rounds from a SELECT of `_ROUND_COLUMNS`, read with the driver's cursor.
+
+    History returns hundreds of rows at a time; SQLAlchemy's result rows (a row object and
+    type processing per row) cost as much as SQLite's own work on an indexed query, so the
+    rows are taken from the driver as they are. The one conversion SQLAlchemy did is done
+    here: SQLite returns booleans as 0 and 1. Driver errors are raised as SQLAlchemy's, so
+    `Store.transaction` reports them as it does every other.
+    """
+    dbapi = conn.dialect.loaded_dbapi
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    except dbapi.Error as exc:
+        raise sa_exc.DBAPIError.instance(sql, params, exc, dbapi.Error) from exc
+    finally:
+        cursor.close()
+    if conn.dialect.name != "sqlite":
+        return list(map(RoundRow._make, rows))
+    return [_sqlite_round(row) for row in rows]
+
+
+def _sqlite_round(row: Sequence[Any]) -> RoundRow:
+    values = list(row)
+    for i in _ROUND_BOOLEANS:
+        if values[i] is not None:
+            values[i] = bool(values[i])
+    return RoundRow._make(values)
 
 
 # (filter field, how it compares); a query's shape is which of them are set.
@@ -904,10 +975,5 @@ def list_runs(conn: Connection) -> list[RunRow]:
 
 def rounds_with_bottleneck(conn: Connection, bottleneck: str, limit: int) -> list[RoundRow]:
     """The newest rounds whose starting profile had this bottleneck class (indexed)."""
-    query = (
-        select(*_ROUND_COLUMNS)
-        .where(rounds.c.bottleneck == bottleneck)
-        .order_by(rounds.c.recorded_at.desc())
-        .limit(limit)
-    )
-    return list(map(RoundRow._make, conn.execute(query)))
+    sql, params = _driver_sql(conn, _WITH_BOTTLENECK, {"bottleneck": bottleneck, "n": limit})
+    return fetch_rounds(conn, sql, params)

@@ -138,13 +138,14 @@ rounds = Table(
     Column("mechanism_confirmed", Boolean(create_constraint=False)),
     Column("flags", Text),
     Column("start_signals", Text),
-    Index(None, "op_name", "recorded_at"),
-    Index(None, "op_name", "decision", "recorded_at"),
-    Index(None, "decision", "recorded_at"),
-    Index(None, "recorded_at"),
-    Index(None, "bottleneck", "recorded_at"),
-    Index(None, "mechanism", "recorded_at"),
-    Index(None, "soc", "recorded_at"),
+    # history's filters; each ends with the query's order, (recorded_at, run_id, round): 0006
+    Index(None, "op_name", "recorded_at", "run_id", "round"),
+    Index(None, "op_name", "decision", "recorded_at", "run_id", "round"),
+    Index(None, "decision", "recorded_at", "run_id", "round"),
+    Index(None, "recorded_at", "run_id", "round"),
+    Index(None, "bottleneck", "recorded_at", "run_id", "round"),
+    Index(None, "mechanism", "recorded_at", "run_id", "round"),
+    Index(None, "soc", "recorded_at", "run_id", "round"),
 )
 
 profiles = Table(
