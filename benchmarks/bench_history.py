@@ -134,4 +134,29 @@ def measure(url: str, *, repeats: int) -> Section:
     section.notes.append(
         f"Goal for every filter: {goal(worst, 100)} (smallest speed-up {worst:,.0f}x)."
     )
+    section.notes.append(_row_bound(section.figures))
     return section
+
+
+def _row_bound(figures: dict) -> str:
+    """What the widest filter says about the goal: an indexed query pays for each row it
+    returns (an index entry, then the row's table page), so its speed-up over the scan falls
+    as the rows it returns grow, whatever the index."""
+    label, widest = max(figures.items(), key=lambda item: item[1]["rows"])
+    per_row_ms = widest["indexed_ms"]["median"] / widest["rows"]
+    scan_ms = widest["scan_ms"]["median"]
+    most = int(scan_ms / (100 * per_row_ms))
+    narrow = [f["speedup"]["median"] for f in figures.values() if f["rows"] <= most]
+    verdict = (
+        f"every filter returning at most {most} rows: {goal(min(narrow), 100)} "
+        f"(smallest speed-up {min(narrow):,.0f}x)"
+        if narrow
+        else f"no filter here returns {most} rows or fewer"
+    )
+    return (
+        f"An indexed query pays for every row it returns: `{label}` returns "
+        f"{widest['rows']:,} rows in {widest['indexed_ms']['median']:.2f} ms, "
+        f"{per_row_ms * 1000:.1f} µs a row (an index entry, then the row's own table page), "
+        f"against {scan_ms:.1f} ms for the scan. At that cost a filter can be 100x faster than "
+        f"the scan only while it returns at most {most} rows; {verdict}."
+    )
