@@ -382,11 +382,10 @@ class LedgerService:
         batch = [NewEvent(self.new_id(), item, at) for item in items]
         expected = before.run.stream_version if before else 0
         with self.store.transaction(write=True) as conn:
-            head = self.store.stream_head(conn, run_id)[0]
-            stored = self.store.append(conn, run_id, expected, batch)
-            if head != expected:
-                # Not a conflict, so the store recognised a retry of an append that succeeded
-                # (same event ids, same content): answer as that append did, write nothing.
+            stored, written = self.store.append_or_find(conn, run_id, expected, batch)
+            if not written:
+                # a retry of an append that succeeded (same event ids, same content): answer
+                # as that append did, write nothing
                 return self._replayed(before, stored, items), stored
             self.store.put_blobs(conn, list(blobs))
             after = self._replayed(before, stored, items)

@@ -444,17 +444,24 @@ class Store:
         A batch whose event ids are all stored already, with identical content, is a
         retry of an append that succeeded: it returns the stored events and writes nothing.
         """
+        return self.append_or_find(conn, stream_id, expected_version, batch)[0]
+
+    def append_or_find(
+        self, conn: Connection, stream_id: str, expected_version: int, batch: Sequence[NewEvent]
+    ) -> tuple[list[StoredEvent], bool]:
+        """`append`, and whether the events were written now (False: the batch is a retry of
+        an append that succeeded, and the events returned are the stored ones)."""
         version, parent = self.stream_head(conn, stream_id)
         if version != expected_version:
             existing = self._already_appended(conn, stream_id, batch)
             if existing is not None:
-                return existing
+                return existing, False
             raise ConflictError(
                 f"run {stream_id} is at version {version}, not {expected_version}: another "
                 "writer recorded first; nothing was written, retry with fresh state"
             )
         if not batch:
-            return []
+            return [], True
         seq = conn.execute(_LAST_SEQ).scalar_one()
         rows = []
         stored = []
@@ -493,7 +500,7 @@ class Store:
         # The driver's executemany, without a per-row pass through SQLAlchemy's parameter
         # processing: the rows are plain str, int and bytes already.
         conn.exec_driver_sql(_insert_events_sql(conn), rows)
-        return stored
+        return stored, True
 
     def _already_appended(
         self, conn: Connection, stream_id: str, batch: Sequence[NewEvent]

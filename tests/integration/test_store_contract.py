@@ -82,8 +82,13 @@ def test_retry_with_same_event_ids_stores_one_copy(store: Store):
     with store.transaction(write=True) as conn:
         again = store.append(conn, "s1", 0, batch)
     assert again == first
+    with store.transaction(write=True) as conn:
+        assert store.append_or_find(conn, "s1", 0, batch) == (first, False)
+        more = [_new(3)]
+        stored, written = store.append_or_find(conn, "s1", 2, more)
+        assert written and [e.stream_version for e in stored] == [3]
     with store.transaction() as conn:
-        assert store.event_count(conn) == 2
+        assert store.event_count(conn) == 3
 
 
 def _refused(store: Store, sql: str) -> None:
