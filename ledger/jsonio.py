@@ -66,16 +66,66 @@ def _no_constants(name: str) -> Any:
 
 
 def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
     return out
 
 
 def check_json_value(value: Any, where: str = "") -> None:
     """Reject values RFC 8785 cannot represent exactly, and nesting beyond MAX_DEPTH."""
+    if not _plainly_valid(value):
+        _explain_invalid(value, where)
+
+
+def _plainly_valid(value: Any) -> bool:
+    """True when `value` is made of exact str/int/float/bool/None/dict/list values that pass
+    every rule. A walk without the element paths, which only the error message needs:
+    building a path for every element cost more than the stdlib parser's whole work. False
+    means "look closer", not "invalid"."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    search = _SURROGATE.search
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if depth >= MAX_DEPTH:
+                return False
+            for key in item:
+                if type(key) is not str or search(key):
+                    return False
+            children = item.values()
+        elif kind is list:
+            if depth >= MAX_DEPTH:
+                return False
+            children = item
+        else:
+            children = (item,)
+            depth -= 1  # the item itself, at its own depth
+        for child in children:
+            kind = type(child)
+            if kind is float:
+                if not math.isfinite(child):
+                    return False
+            elif kind is str:
+                if search(child):
+                    return False
+            elif kind is int:
+                if abs(child) > MAX_SAFE_INTEGER:
+                    return False
+            elif kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif child is not None and kind is not bool:
+                return False
+    return True
+
+
+def _explain_invalid(value: Any, where: str) -> None:
+    """The walk with paths: raises ValueError naming the first element that breaks a rule."""
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
@@ -111,16 +161,7 @@ def _check_text(text: str, where: str) -> None:
         )
 
 
-def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {shown} is not UTF-8 text (byte {exc.start})") from None
-    if not text.strip():
-        raise InputError(f"{what} {shown} is empty")
-    # The depth scan before parsing keeps the stdlib parser away from its recursion limit.
+def _check_depth(text: str, what: str, shown: str) -> None:
     depth = 0
     in_string = escaped = False
     for ch in text:
@@ -139,6 +180,22 @@ def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
                 raise InputError(f"{what} {shown} is nested deeper than {MAX_DEPTH} levels")
         elif ch in "]}":
             depth -= 1
+
+
+def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {shown} is not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise InputError(f"{what} {shown} is empty")
+    # The depth scan before parsing keeps the stdlib parser away from its recursion limit.
+    # A text with at most MAX_DEPTH opening brackets (inside strings or not) cannot nest
+    # deeper, and most inputs have a few dozen: they skip the character loop.
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(text, what, shown)
     try:
         value = json.loads(
             text, parse_constant=_no_constants, object_pairs_hook=reject_duplicate_keys
