@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from types import SimpleNamespace
 
 import typer
+import typer.core
+import typer.main
 
 try:  # newer typer ships its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -15,13 +19,15 @@ from cli import audit, db, insight, query, rounds, stats
 from cli import report as report_cmd
 from cli.output import EXIT_INTERNAL, error
 
+HELP_NAMES = ["-h", "--help"]
+
 app = typer.Typer(
     name="kernel-ledger",
     help="An event-sourced, hash-chained ledger for kernel optimization rounds.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": HELP_NAMES},
 )
 
 
@@ -48,6 +54,52 @@ audit.register(app)
 app.add_typer(db.app, name="db")
 
 
+def command() -> typer.core.TyperGroup:
+    """The click command of the app, with text options and flags coerced without pydantic.
+
+    typer (0.2x) coerces each option's value through a pydantic TypeAdapter that it builds
+    the first time the option is parsed. Importing pydantic's validation machinery for that
+    costs ~50 ms, a tenth of the start-up of a command that needs no pydantic otherwise
+    (`status`, `history`). The parser already hands text options a `str` and flags a
+    `bool`, so those get typer's own pass-through coercion, the one it uses where no adapter
+    applies; options of other types keep their adapters. With a typer built differently
+    nothing is changed. tests/e2e/test_startup.py checks the effect with the installed typer.
+    """
+    group = typer.main.get_command(app)
+    try:
+        from typer._coercion import PassThroughRuntimeParam
+    except ImportError:  # pragma: no cover - typer releases without runtime coercion
+        return group
+
+    def plain(param) -> None:
+        described = getattr(param, "type_descriptor", None)
+        if (
+            described is not None
+            and getattr(param, "_runtime_param", False) is None
+            and described.annotation in (str, bool)
+            and described.parameter_info.parser is None
+            and not described.is_choice
+            and not described.is_file
+        ):
+            param._runtime_param = PassThroughRuntimeParam(
+                parameter_info=described.parameter_info, annotation=described.annotation
+            )
+
+    pending = [group]
+    while pending:
+        cmd = pending.pop()
+        for param in cmd.params:
+            plain(param)
+        # the help option is made on first use from the context's names; make it now
+        names = SimpleNamespace(help_option_names=HELP_NAMES)
+        with contextlib.suppress(AttributeError, TypeError):
+            help_option = cmd.get_help_option(names)
+            if help_option is not None:
+                plain(help_option)
+        pending.extend(getattr(cmd, "commands", {}).values())
+    return group
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never let a traceback reach the user."""
     from ledger.errors import LedgerError
@@ -55,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args
     try:
-        result = app(args=args, prog_name="kernel-ledger", standalone_mode=False)
+        result = command()(args=args, prog_name="kernel-ledger", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             sys.stdout.write(exc.ctx.get_help() + "\n")

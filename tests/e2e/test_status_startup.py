@@ -1,5 +1,7 @@
 """`status` starts light: it reads projection rows through the store and imports nothing a
-read does not need (docs/benchmarks.md measures what that is worth; no time is asserted)."""
+read does not need (docs/benchmarks.md measures what that is worth; no time is asserted).
+That includes pydantic's validation machinery, which typer would import to coerce the
+text options and flags (`cli.app.command`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ HEAVY = (
     "numpy",
     "rfc8785",
     "matplotlib",
+    "typer._adapters",
+    "pydantic.main",
+    "pydantic.type_adapter",
 )
 
 PROBE = """
@@ -48,6 +53,9 @@ def test_status_imports_no_service_models_migrations_or_numpy(sqlite_url):
     listing = _status_process(sqlite_url, "--json")
     assert listing["code"] == 0 and json.loads(listing["stdout"]) == {"status": "ok", "runs": []}
     assert listing["loaded"] == []
+    unknown = _status_process(sqlite_url, "--run", "nope", "--json")
+    assert unknown["code"] == 2 and unknown["loaded"] == []
+    assert json.loads(unknown["stdout"])["error"] == "run 'nope' is not in the ledger"
 
 
 def test_status_of_a_run_still_answers_as_before(cli, campaign):

@@ -42,15 +42,15 @@ def writer(url: str, work: Path, files: Files, seed: int, out: int) -> None:
     rng = random.Random(seed)
     store = Store(url)
     appended: list = []
-    original_append = store.append
+    original_append = store.append_or_find
 
     def capturing_append(conn, stream_id, expected_version, batch):
         os.write(out, b"T\n")  # inside the write transaction now
-        stored = original_append(conn, stream_id, expected_version, batch)
+        stored, written = original_append(conn, stream_id, expected_version, batch)
         appended.extend(stored)
-        return stored
+        return stored, written
 
-    store.append = capturing_append  # type: ignore[method-assign]
+    store.append_or_find = capturing_append  # type: ignore[method-assign]
     announced: list[str] = []
 
     def say(tag: str, value: object) -> None:
