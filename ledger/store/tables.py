@@ -146,6 +146,10 @@ rounds = Table(
     Index(None, "bottleneck", "recorded_at", "run_id", "round"),
     Index(None, "mechanism", "recorded_at", "run_id", "round"),
     Index(None, "soc", "recorded_at", "run_id", "round"),
+    # a filter together with --decision: 0007
+    Index(None, "soc", "decision", "recorded_at", "run_id", "round"),
+    Index(None, "mechanism", "decision", "recorded_at", "run_id", "round"),
+    Index(None, "bottleneck", "decision", "recorded_at", "run_id", "round"),
 )
 
 profiles = Table(

@@ -102,6 +102,8 @@ def test_history_filters_are_served_by_an_index(sqlite_url: str):
         RoundFilter(bottleneck="scalar-flow-control", limit=50),
         RoundFilter(mechanism="NUM_STAGES", limit=50),
         RoundFilter(soc="Ascend910B2", decision="FAIL", limit=50),
+        RoundFilter(mechanism="NUM_STAGES", decision="KEEP", limit=50),
+        RoundFilter(bottleneck="scalar-flow-control", decision="DISCARD", limit=50),
         RoundFilter(soc="Ascend910B2", limit=50),
         RoundFilter(op_name="gelu", since="2025-01-01T00:00:00Z", until="2025-01-02T00:00:00Z"),
         RoundFilter(decision="KEEP", since="2025-01-01T00:00:00Z", until="2025-01-02T00:00:00Z"),
@@ -115,6 +117,8 @@ def test_history_filters_are_served_by_an_index(sqlite_url: str):
             assert "SEARCH rounds USING" in plan and "SCAN rounds" not in plan, (f, plan)
             if f.run_id is None:  # a run's ~20 rounds come by its key and are sorted
                 assert "TEMP B-TREE" not in plan, (f, plan)
+            if f.decision is not None and f.since is None:  # both equalities from the index
+                assert "decision=?" in plan and plan.count("=?") == 2, (f, plan)
     store.close()
 
 
