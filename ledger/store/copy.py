@@ -26,11 +26,10 @@ from sqlalchemy.engine import make_url
 from ledger import merkle, projections
 from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.projections import RunView
-from ledger.store.eventstore import Store, StoredEvent
-from ledger.store.tables import PROJECTION_TABLES, blobs, events, ledger_info, metadata
+from ledger.store.eventstore import Store, StoredEvent, insert_events_sql
+from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
 
 BATCH = 1000
-EVENT_FIELDS = tuple(c.name for c in events.c)
 
 
 def recorded_tables() -> list[Table]:
@@ -99,24 +98,24 @@ def copy_ledger(
         total = source.event_count(src)
         tree = merkle.TreeBuilder()
         digest = hashlib.sha256()
-        views: dict[str, RunView | None] = {}
-        page: list[dict[str, object]] = []
+        folds = _Folds(target, dst)
+        insert = insert_events_sql(dst)
+        page: list[StoredEvent] = []
         for e in source.iter_events(src, batch=BATCH):
-            page.append({name: getattr(e, name) for name in EVENT_FIELDS})
+            page.append(e)
             tree.append(bytes.fromhex(e.event_hash))
             _digest_event(digest, e)
-            views[e.stream_id] = _fold(views.get(e.stream_id), e)
             if len(page) == BATCH:
-                dst.execute(events.insert(), page)
+                dst.exec_driver_sql(insert, [_row(e) for e in page])
+                folds.add(page)
                 page = []
                 if on_progress is not None:
                     on_progress(tree.size, total)
         if page:
-            dst.execute(events.insert(), page)
+            dst.exec_driver_sql(insert, [_row(e) for e in page])
+            folds.add(page)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
-        for view in views.values():
-            assert view is not None
-            target.save_view(dst, None, view)
+        folds.finish()
         _check_read_back(target, dst, tree.size, digest.digest(), blob_count, blob_digest)
     if on_progress is not None:
         on_progress(tree.size, tree.size)
@@ -124,7 +123,7 @@ def copy_ledger(
         ledger_id=ledger_id,
         events=tree.size,
         blobs=blob_count,
-        runs=len(views),
+        runs=folds.runs,
         other_rows=other_rows,
         tree_size=tree.size,
         tree_root=base64.b64encode(tree.root()).decode("ascii"),
@@ -169,15 +168,81 @@ def _plain(row) -> dict[str, object]:
     return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
 
 
-def _fold(view: RunView | None, e: StoredEvent) -> RunView:
+def _row(e: StoredEvent) -> tuple[object, ...]:
+    return (
+        e.seq,
+        e.event_id,
+        e.stream_id,
+        e.stream_version,
+        e.event_type,
+        e.schema_version,
+        e.recorded_at,
+        e.payload,
+        e.parent_hash,
+        e.event_hash,
+    )
+
+
+class _Folds:
+    """The projection rows of the copied runs, folded a page of events at a time: each run's
+    events of a page in one `fold_into` call, not one view per event. A run's rows are
+    written as soon as it concludes and its view let go, so memory holds the runs still open
+    (an event for a concluded run reads that run's rows back from the target first)."""
+
+    def __init__(self, target: Store, dst: Connection) -> None:
+        self.target = target
+        self.dst = dst
+        self.open: dict[str, RunView] = {}
+        self.written: set[str] = set()
+
+    @property
+    def runs(self) -> int:
+        return len(self.open.keys() | self.written)
+
+    def add(self, page: list[StoredEvent]) -> None:
+        by_run: dict[str, list[StoredEvent]] = {}
+        for e in page:
+            by_run.setdefault(e.stream_id, []).append(e)
+        for run_id, found in by_run.items():
+            before = self.open.pop(run_id, None)
+            if before is None and run_id in self.written:
+                before = self.target.stored_projection(self.dst, run_id)
+            after = _fold(before, found)
+            if after.concluded:
+                self._write(run_id, after)
+            else:
+                self.open[run_id] = after
+
+    def finish(self) -> None:
+        for run_id, view in list(self.open.items()):
+            self._write(run_id, view)
+        self.open.clear()
+
+    def _write(self, run_id: str, view: RunView) -> None:
+        before = None
+        if run_id in self.written:
+            before = self.target.stored_projection(self.dst, run_id)
+        self.target.save_view(self.dst, before, view)
+        self.written.add(run_id)
+
+
+def _fold(view: RunView | None, found: list[StoredEvent]) -> RunView:
     try:
-        return projections.apply(view, e.stream_version, e.recorded_at, e.event())
-    except (LedgerError, ValueError) as exc:
-        raise CheckFailed(
-            f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) does "
-            f"not fold into its run ({' '.join(str(exc).split())[:200]}); run verify on it. "
-            "Nothing was written"
-        ) from None
+        return projections.fold_into(
+            view, ((e.stream_version, e.recorded_at, e.event()) for e in found)
+        )
+    except (LedgerError, ValueError):
+        pass
+    for e in found:  # name the event that does not fold
+        try:
+            view = projections.apply(view, e.stream_version, e.recorded_at, e.event())
+        except (LedgerError, ValueError) as exc:
+            raise CheckFailed(
+                f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) "
+                f"does not fold into its run ({' '.join(str(exc).split())[:200]}); run verify "
+                "on it. Nothing was written"
+            ) from None
+    raise AssertionError("a batch that failed to fold folded one event at a time")
 
 
 def _copy_blobs(rows: Iterable[tuple[str, bytes]], dst: Connection) -> tuple[int, bytes]:
@@ -224,7 +289,9 @@ def _check_read_back(
 
 
 def _digest_event(digest, e: StoredEvent) -> None:
-    _digest_fields(digest, (getattr(e, name) for name in EVENT_FIELDS))
+    # repr of a tuple of int, str and bytes is unambiguous (strings and bytes are quoted and
+    # escaped), and one C call per row instead of one encoding per field
+    digest.update(repr(_row(e)).encode("utf-8"))
 
 
 def _digest_fields(digest, values: Iterable[object]) -> None:

@@ -499,7 +499,7 @@ class Store:
             parent = digest
         # The driver's executemany, without a per-row pass through SQLAlchemy's parameter
         # processing: the rows are plain str, int and bytes already.
-        conn.exec_driver_sql(_insert_events_sql(conn), rows)
+        conn.exec_driver_sql(insert_events_sql(conn), rows)
         return stored, True
 
     def _already_appended(
@@ -841,7 +841,7 @@ def _projection_sql(paramstyle: str, kind: str, table: str) -> str:
     return f"UPDATE {table} SET {sets} WHERE {keys}"
 
 
-def _insert_events_sql(conn: Connection) -> str:
+def insert_events_sql(conn: Connection) -> str:
     """INSERT for one events row, in the driver's own parameter style."""
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     marks = ", ".join([mark] * len(EVENT_COLUMNS))

@@ -226,3 +226,56 @@ def test_a_copy_that_reads_back_differently_is_rolled_back(
     emptied = _dump(db_url)
     assert all(rows == [] for table, rows in emptied.items() if table != "ledger_info")
     assert emptied["ledger_info"][0]["value"] != source_id
+
+
+def test_runs_split_across_pages_and_revisited_after_they_concluded(
+    tmp_path: Path, source_url: str, db_url: str, monkeypatch
+):
+    """The copy folds a page of events at a time and writes a run's rows once it concludes.
+    With pages of three events every run is split; a second run is planned and left open in
+    between, and a profile lands on the first after its conclusion, so its rows are read
+    back from the target and updated. The projections equal the source's, row for row."""
+    monkeypatch.setattr(ledger_copy, "BATCH", 3)
+    cli = _campaign_ledger(source_url, tmp_path / "a")
+    other = Campaign(tmp_path / "b", run_id="softmax-t-002")
+    assert cli("plan", "--config", other.config(), "--json").exit_code == 0
+    done = cli("record", "--run", other.run_id, "--result", other.round([16.0, 37.0, 23.0]))
+    assert done.exit_code == 0, done.stderr
+    profile = tmp_path / "profile.json"
+    profile.write_text('{"aiv_vec_ratio": 0.54, "aiv_scalar_ratio": 0.12}')
+    first = Campaign(tmp_path / "a").run_id
+    assert cli("profile", "--run", first, "--baseline", profile).exit_code == 0
+    original = _dump(source_url)
+    assert len(original["profiles"]) >= 1 and len(original["runs"]) == 2
+
+    body = _copy(source_url, db_url)
+    assert body["runs"] == 2
+    copied = _dump(db_url)
+    for table in ("runs", "run_cases", "rounds", "profiles", "events", "blobs"):
+        assert copied[table] == original[table], table
+    _verify(db_url)
+
+
+def test_an_event_that_does_not_fold_is_named_and_nothing_is_written(
+    tmp_path: Path, source_url: str, db_url: str, monkeypatch
+):
+    from ledger import projections
+    from ledger.errors import CheckFailed
+
+    _campaign_ledger(source_url, tmp_path / "a")
+    real = projections.fold_into
+
+    def refusing(view, items):
+        items = list(items)
+        if any(version == 4 for version, _, _ in items):
+            raise projections.ProjectionError("refused for the test")
+        return real(view, items)
+
+    monkeypatch.setattr(projections, "fold_into", refusing)
+    source = Store(source_url)
+    target = ledger_copy.open_target(source, db_url)
+    with pytest.raises(CheckFailed, match=r"event seq 4 \(softmax-t-001 v4\) does not fold"):
+        ledger_copy.copy_ledger(source, target)
+    source.close()
+    target.close()
+    assert all(rows == [] for table, rows in _dump(db_url).items() if table != "ledger_info")
