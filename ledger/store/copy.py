@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 from ledger import merkle, projections
 from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.projections import RunView
-from ledger.store.eventstore import Store, StoredEvent, insert_events_sql
+from ledger.store.eventstore import Store, StoredEvent, insert_events_sql, parse_url
 from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
 
 BATCH = 1000
@@ -68,6 +68,7 @@ def open_target(source: Store, url: str) -> Store:
 
     A target at an older revision is refused with the upgrade command (nothing is copied
     into a schema this kernel-ledger does not write)."""
+    parse_url(url, flag="--to")
     mine = sqlite_file(source.url)
     if mine is not None and mine == sqlite_file(url):
         raise InputError(f"--to names the ledger being copied ({mine}); give another ledger")

@@ -55,14 +55,15 @@ def resolve_url(db: str | None) -> str:
     return db or os.environ.get("KERNEL_LEDGER_DB") or DEFAULT_DB
 
 
-def parse_url(url: str) -> Any:
-    """The parsed --db URL (a SQLAlchemy `URL`) of a backend kernel-ledger runs on."""
+def parse_url(url: str, flag: str = "--db") -> Any:
+    """The parsed ledger URL (a SQLAlchemy `URL`) of a backend kernel-ledger runs on; `flag`
+    names the option it came from in the error."""
     try:
         parsed = make_url(url)
     except sa_exc.ArgumentError:
-        raise InputError(f"--db {url!r} is not a database URL") from None
+        raise InputError(f"{flag} {url!r} is not a database URL") from None
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise InputError(f"--db must be a sqlite:// or postgresql+psycopg:// URL, not {url!r}")
+        raise InputError(f"{flag} must be a sqlite:// or postgresql+psycopg:// URL, not {url!r}")
     return parsed
 
 

@@ -197,6 +197,7 @@ def test_bad_target_urls_write_nothing(tmp_path: Path, sqlite_url: str):
         result = cli("db", "copy", "--to", url)
         assert result.exit_code == code, (url, result.stderr)
         assert result.stderr.startswith("Error: ") and "Traceback" not in result.stderr
+        assert "--to" in result.stderr and "--db" not in result.stderr, result.stderr
 
 
 def test_a_copy_that_reads_back_differently_is_rolled_back(
