@@ -221,9 +221,13 @@ def file_mentions(e: StoredEvent) -> Iterator[FileMention]:
             stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
 
 
+_FILE_REF_KEYS = {"path", "sha256", "size"}
+_FILE_REF_OPTIONAL = {"resolved_path"}  # where a symlinked path led, when it differs
+
+
 def _is_file_ref(value: dict[str, Any]) -> bool:
     return (
-        set(value) == {"path", "sha256", "size"}
+        _FILE_REF_KEYS <= value.keys() <= _FILE_REF_KEYS | _FILE_REF_OPTIONAL
         and isinstance(value["path"], str)
         and isinstance(value["sha256"], str)
         and len(value["sha256"]) == 64

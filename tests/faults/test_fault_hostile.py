@@ -454,6 +454,16 @@ def test_symlink_resolution_is_recorded(target: Target):
     assert submitted["candidate"]["resolved_path"] == str(target.candidate.resolve())
     assert "resolved_path" not in submitted["result"]
     assert cli("verify", db=target.url).code == 0
+    # the artifact check reads a symlinked reference like any other, through its path
+    checked = cli("verify", "--artifacts", "--json", db=target.url)
+    assert checked.code == 0, checked.stderr
+    before = json.loads(checked.stdout)["artifacts"]["checked"]
+    target.candidate.write_text(target.candidate.read_text() + "# edited after recording\n")
+    changed = cli("verify", "--artifacts", "--json", db=target.url)
+    assert changed.code == 1
+    found = json.loads(changed.stdout)["artifacts"]["changed"]
+    assert [item["path"] for item in found] == [str(link)]
+    assert before >= 2
 
 
 @pytest.mark.parametrize(
