@@ -58,12 +58,14 @@ def command() -> typer.core.TyperGroup:
     """The click command of the app, with text options and flags coerced without pydantic.
 
     typer (0.2x) coerces each option's value through a pydantic TypeAdapter that it builds
-    the first time the option is parsed. Importing pydantic's validation machinery for that
-    costs ~50 ms, a tenth of the start-up of a command that needs no pydantic otherwise
-    (`status`, `history`). The parser already hands text options a `str` and flags a
-    `bool`, so those get typer's own pass-through coercion, the one it uses where no adapter
-    applies; options of other types keep their adapters. With a typer built differently
-    nothing is changed. tests/e2e/test_startup.py checks the effect with the installed typer.
+    the first time the option is parsed, even when no value was given. Importing pydantic's
+    validation machinery for that costs ~50 ms, a tenth of the start-up of a command that
+    needs no pydantic otherwise (`status`). The parser already hands a text option a `str`
+    and a flag (the help flag included) a `bool`, so those get typer's own pass-through
+    coercion, the one it uses where no adapter applies; options read from the environment
+    (which hands over text) and options of other types keep their adapters. With a typer
+    built differently nothing is changed. tests/e2e/test_status_startup.py checks the
+    effect with the installed typer.
     """
     group = typer.main.get_command(app)
     try:
@@ -78,20 +80,19 @@ def command() -> typer.core.TyperGroup:
             and getattr(param, "_runtime_param", False) is None
             and described.annotation in (str, bool)
             and described.parameter_info.parser is None
-            and not described.is_choice
-            and not described.is_file
+            and not param.envvar
         ):
             param._runtime_param = PassThroughRuntimeParam(
                 parameter_info=described.parameter_info, annotation=described.annotation
             )
 
+    # the help option is made on first use from the context's names; make it now
+    names = SimpleNamespace(help_option_names=HELP_NAMES)
     pending = [group]
     while pending:
         cmd = pending.pop()
         for param in cmd.params:
             plain(param)
-        # the help option is made on first use from the context's names; make it now
-        names = SimpleNamespace(help_option_names=HELP_NAMES)
         with contextlib.suppress(AttributeError, TypeError):
             help_option = cmd.get_help_option(names)
             if help_option is not None:
