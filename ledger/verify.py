@@ -428,26 +428,7 @@ def _check_projections(
             raise _fail(None, "projection", fault)
 
 
-_BLOB_PAGE = (
-    select(blobs.c.sha256, blobs.c.content)
-    .where(blobs.c.sha256 > bindparam("last"))
-    .order_by(blobs.c.sha256)
-    .limit(bindparam("n"))
-)
 _STORED_DIGESTS = select(blobs.c.sha256).where(blobs.c.sha256.in_(bindparam("d", expanding=True)))
-
-
-def _iter_blobs(conn, batch: int = 32):
-    """Every stored blob in sha256 order, in keyset pages (a driver that buffers a whole
-    result would otherwise hold every blob at once)."""
-    last = ""
-    while True:
-        page = conn.execute(_BLOB_PAGE, {"last": last, "n": batch}).all()
-        if not page:
-            return
-        for digest, content in page:
-            yield digest, bytes(content)
-        last = page[-1][0]
 
 
 def _missing_kernel(conn, kernels: set[str]) -> str | None:
@@ -460,7 +441,7 @@ def _missing_kernel(conn, kernels: set[str]) -> str | None:
 
 
 def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -> None:
-    for digest, content in _iter_blobs(conn):
+    for digest, content in store.iter_blobs(conn):
         if sha256_hex(content) != digest:
             raise _fail(None, "blobs", f"stored kernel source {digest} does not hash to its key")
     for stream_id, state in sorted(streams.items()):

@@ -17,6 +17,7 @@ import base64
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from sqlalchemy import Connection, Table, func, select
@@ -26,7 +27,13 @@ from sqlalchemy.engine import make_url
 from ledger import merkle, projections
 from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.projections import RunView
-from ledger.store.eventstore import Store, StoredEvent, insert_events_sql, parse_url
+from ledger.store.eventstore import (
+    EVENT_COLUMNS,
+    Store,
+    StoredEvent,
+    insert_events_sql,
+    parse_url,
+)
 from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
 
 BATCH = 1000
@@ -102,18 +109,20 @@ def copy_ledger(
         folds = _Folds(target, dst)
         insert = insert_events_sql(dst)
         page: list[StoredEvent] = []
+        rows: list[tuple[object, ...]] = []
         for e in source.iter_events(src, batch=BATCH):
             page.append(e)
+            rows.append(row := _row(e))
             tree.append(bytes.fromhex(e.event_hash))
-            _digest_event(digest, e)
+            _digest_row(digest, row)
             if len(page) == BATCH:
-                dst.exec_driver_sql(insert, [_row(e) for e in page])
+                dst.exec_driver_sql(insert, rows)
                 folds.add(page)
-                page = []
+                page, rows = [], []
                 if on_progress is not None:
                     on_progress(tree.size, total)
         if page:
-            dst.exec_driver_sql(insert, [_row(e) for e in page])
+            dst.exec_driver_sql(insert, rows)
             folds.add(page)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         folds.finish()
@@ -169,19 +178,8 @@ def _plain(row) -> dict[str, object]:
     return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
 
 
-def _row(e: StoredEvent) -> tuple[object, ...]:
-    return (
-        e.seq,
-        e.event_id,
-        e.stream_id,
-        e.stream_version,
-        e.event_type,
-        e.schema_version,
-        e.recorded_at,
-        e.payload,
-        e.parent_hash,
-        e.event_hash,
-    )
+# an events row in column order, as the store inserts it
+_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
 
 
 class _Folds:
@@ -198,33 +196,29 @@ class _Folds:
 
     @property
     def runs(self) -> int:
-        return len(self.open.keys() | self.written)
+        return len(self.open) + len(self.written)
 
     def add(self, page: list[StoredEvent]) -> None:
         by_run: dict[str, list[StoredEvent]] = {}
         for e in page:
             by_run.setdefault(e.stream_id, []).append(e)
         for run_id, found in by_run.items():
-            before = self.open.pop(run_id, None)
-            if before is None and run_id in self.written:
-                before = self.target.stored_projection(self.dst, run_id)
-            after = _fold(before, found)
+            if run_id in self.written:  # an event after the run concluded: its rows so far
+                before = self.target.load_view(self.dst, run_id)
+                self.target.save_view(self.dst, before, _fold(before, found))
+                continue
+            after = _fold(self.open.pop(run_id, None), found)
             if after.concluded:
-                self._write(run_id, after)
+                self.target.save_view(self.dst, None, after)
+                self.written.add(run_id)
             else:
                 self.open[run_id] = after
 
     def finish(self) -> None:
-        for run_id, view in list(self.open.items()):
-            self._write(run_id, view)
+        for view in self.open.values():
+            self.target.save_view(self.dst, None, view)
+        self.written.update(self.open)
         self.open.clear()
-
-    def _write(self, run_id: str, view: RunView) -> None:
-        before = None
-        if run_id in self.written:
-            before = self.target.stored_projection(self.dst, run_id)
-        self.target.save_view(self.dst, before, view)
-        self.written.add(run_id)
 
 
 def _fold(view: RunView | None, found: list[StoredEvent]) -> RunView:
@@ -274,7 +268,7 @@ def _check_read_back(
     digest = hashlib.sha256()
     seen = 0
     for e in target.iter_events(dst, batch=BATCH):
-        _digest_event(digest, e)
+        _digest_row(digest, _row(e))
         seen += 1
     copied_blobs, copied_digest = 0, hashlib.sha256()
     for sha, content in target.iter_blobs(dst):
@@ -289,10 +283,10 @@ def _check_read_back(
         )
 
 
-def _digest_event(digest, e: StoredEvent) -> None:
+def _digest_row(digest, row: tuple[object, ...]) -> None:
     # repr of a tuple of int, str and bytes is unambiguous (strings and bytes are quoted and
     # escaped), and one C call per row instead of one encoding per field
-    digest.update(repr(_row(e)).encode("utf-8"))
+    digest.update(repr(row).encode("utf-8"))
 
 
 def _digest_fields(digest, values: Iterable[object]) -> None:

@@ -643,9 +643,17 @@ class Store:
         row = conn.execute(select(blobs.c.content).where(blobs.c.sha256 == digest)).first()
         return bytes(row[0]) if row else None
 
-    def iter_blobs(self, conn: Connection):
-        for row in conn.execute(select(blobs.c.sha256, blobs.c.content).order_by(blobs.c.sha256)):
-            yield row[0], bytes(row[1])
+    def iter_blobs(self, conn: Connection, *, batch: int = 32):
+        """Every stored blob in sha256 order, in keyset pages: a driver that buffers a whole
+        result (psycopg) would otherwise hold every kernel source at once."""
+        last = ""
+        while True:
+            page = conn.execute(_BLOB_PAGE, {"last": last, "n": batch}).all()
+            if not page:
+                return
+            for digest, content in page:
+                yield digest, bytes(content)
+            last = page[-1][0]
 
     # --- projections ---------------------------------------------------------------------
 
@@ -750,6 +758,12 @@ _STREAM_PAGE = (
     select(*EVENT_COLUMNS)
     .where(events.c.seq > bindparam("last"), events.c.stream_id == bindparam("stream"))
     .order_by(events.c.seq)
+    .limit(bindparam("n"))
+)
+_BLOB_PAGE = (
+    select(blobs.c.sha256, blobs.c.content)
+    .where(blobs.c.sha256 > bindparam("last"))
+    .order_by(blobs.c.sha256)
     .limit(bindparam("n"))
 )
 _LAST_SEQ = select(func.coalesce(func.max(events.c.seq), 0))
@@ -910,14 +924,12 @@ def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
     `Store.transaction` reports them as it does every other.
     """
     dbapi = conn.dialect.loaded_dbapi
-    cursor = conn.connection.cursor()
     try:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        with contextlib.closing(conn.connection.cursor()) as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
     except dbapi.Error as exc:
         raise sa_exc.DBAPIError.instance(sql, params, exc, dbapi.Error) from exc
-    finally:
-        cursor.close()
     if conn.dialect.name != "sqlite":
         return list(map(RoundRow._make, rows))
     return [_sqlite_round(row) for row in rows]
