@@ -161,9 +161,10 @@ def verify(
         raise typer.Exit(1)
 
 
-def _failed_at(f) -> None:
-    where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else "ledger"
-    sys.stderr.write(f"Error: verification failed at {where}: {f.check}: {f.reason}\n")
+def _failed_at(f, of: str = "ledger") -> None:
+    where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else of
+    what = "verification" if of == "ledger" else f"{of} verification"
+    sys.stderr.write(f"Error: {what} failed at {where}: {f.check}: {f.reason}\n")
 
 
 def _verify_chain(ctx: typer.Context, run: str | None, as_json: bool) -> None:
@@ -229,8 +230,7 @@ def _verify_bundle(
     if not report.ok:
         f = report.first_failure
         assert f is not None
-        where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else "bundle"
-        sys.stderr.write(f"Error: bundle verification failed at {where}: {f.check}: {f.reason}\n")
+        _failed_at(f, "bundle")
         raise typer.Exit(1)
 
 

@@ -19,10 +19,17 @@ def open_service(ctx: typer.Context, *, create: bool = False):
     return LedgerService.opening(lambda: open_store(ctx, create=create))
 
 
-def open_store(ctx: typer.Context, *, check_schema: bool = True, create: bool = False):
-    from ledger.store.eventstore import Store, resolve_url
+def ledger_url(ctx: typer.Context) -> str:
+    """The ledger's URL: --db, else $KERNEL_LEDGER_DB, else the default."""
+    from ledger.store.eventstore import resolve_url
 
-    return Store(resolve_url((ctx.obj or {}).get("db")), create=create, check_schema=check_schema)
+    return resolve_url((ctx.obj or {}).get("db"))
+
+
+def open_store(ctx: typer.Context, *, check_schema: bool = True, create: bool = False):
+    from ledger.store.eventstore import Store
+
+    return Store(ledger_url(ctx), create=create, check_schema=check_schema)
 
 
 def input_path(value: str, flag: str) -> Path:

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from cli.common import JSON, open_store
+from cli.common import JSON, ledger_url, open_store
 from cli.output import emit_json, progress, say
 
 app = typer.Typer(help="Schema migrations, moving a ledger, database roles.", no_args_is_help=True)
@@ -133,11 +133,11 @@ def grant(
         else:
             say("\n".join(f"{s};" for s in ("BEGIN", *statements, "COMMIT")))
         return
-    from ledger.store.eventstore import parse_url, resolve_url
+    from ledger.store.eventstore import parse_url
 
-    url = parse_url(resolve_url(((ctx.parent or ctx).obj or {}).get("db")))
-    roles.check_grant(url.get_backend_name(), role)  # before any ledger is opened
-    result = roles.grant(open_store(ctx.parent or ctx), role)
+    top = ctx.parent or ctx
+    roles.check_grant(parse_url(ledger_url(top)).get_backend_name(), role)  # before opening
+    result = roles.grant(open_store(top), role)
     if as_json:
         emit_json(
             {

@@ -118,11 +118,6 @@ def read_kernel(path: Path, what: str) -> KernelFile:
     return KernelFile(recorded_file(path, digest, len(data)), data)
 
 
-def file_ref(path: Path, what: str) -> FileRef:
-    data = read_bytes(path, what)
-    return recorded_file(path, sha256_hex(data), len(data))
-
-
 def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement:
     """Normalize one measurement: read raw samples from `source` (JSON list of µs,
     {"unit", "samples"} or a Duration(us) CSV), compute the median when it is absent, check

@@ -269,12 +269,6 @@ def _smoothing_sds(flat: np.ndarray, offsets: np.ndarray, counts: np.ndarray) ->
     return np.where(tied, 0.0, MEDIAN_KERNEL_FACTOR * bandwidth / np.sqrt(n))
 
 
-def _smoothing_sd(sorted_samples: np.ndarray) -> float:
-    """`_smoothing_sds` for one case."""
-    counts = np.array([sorted_samples.size], dtype=np.int64)
-    return float(_smoothing_sds(sorted_samples, np.zeros(1, dtype=np.int64), counts)[0])
-
-
 def _as_samples(values: object, where: str) -> np.ndarray | None:
     """Validated float64 1-D samples, or None where a case has none."""
     if values is None:

@@ -29,7 +29,7 @@ from ledger.stats import (
     StatisticsConfig,
     _resampled_medians,
     _Side,
-    _smoothing_sd,
+    _smoothing_sds,
     derive_seed,
     estimate_drift,
     noise_aware_decision,
@@ -367,6 +367,12 @@ def test_smoothing_never_turns_a_plain_non_keep_into_a_keep_on_a_shared_round(ca
 
 
 # ------------------------------------------------------------------ smoothing
+
+
+def _smoothing_sd(sorted_samples: np.ndarray) -> float:
+    """`_smoothing_sds` for one case."""
+    counts = np.array([sorted_samples.size], dtype=np.int64)
+    return float(_smoothing_sds(sorted_samples, np.zeros(1, dtype=np.int64), counts)[0])
 
 
 def test_smoothing_sd_is_silverman_on_the_log_samples():
