@@ -59,10 +59,14 @@ class RunEvidence:
             self.measured[event.round] = event
             self.latest[event.kernel_sha256] = _samples(event.measurements)
         elif isinstance(event, RoundDecided):
-            if event.decision != "KEEP" and event.mechanism is not None:
-                self.failed_mechanisms.setdefault(event.mechanism, []).append(event.round)
+            self.round_decided(event.round, event.decision, event.mechanism)
         elif isinstance(event, DiagnosisRecorded):
             self.failed_mechanisms = {}
+
+    def round_decided(self, number: int, decision: str, mechanism: str | None) -> None:
+        """A round that was not kept counts against the mechanism it changed."""
+        if decision != "KEEP" and mechanism is not None:
+            self.failed_mechanisms.setdefault(mechanism, []).append(number)
 
     def signals(self, kernel_sha256: str) -> dict[str, float] | None:
         profile = self.profiles.get(kernel_sha256)

@@ -302,8 +302,7 @@ def _indexed_evidence(
         diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
         after = store.count_before(conn, run_id, "RoundDecided", diagnoses[-1]) if diagnoses else 0
         for number, decision, mechanism in store.rounds_after(conn, run_id, after):
-            if decision != "KEEP" and mechanism is not None:
-                evidence.failed_mechanisms.setdefault(mechanism, []).append(number)
+            evidence.round_decided(number, decision, mechanism)
     for kernel in dict.fromkeys(kernels):
         version = store.latest_profile_version(conn, run_id, kernel)
         if version is not None:
