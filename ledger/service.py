@@ -764,9 +764,10 @@ class LedgerService:
 
     # --- analyze -------------------------------------------------------------------------
 
-    def conclude(self, run_id: str) -> RunView:
-        """Conclude the run once; a concluded run is returned as it is."""
-        view = self.full_view(run_id)
+    def conclude(self, run_id: str, view: RunView | None = None) -> RunView:
+        """Conclude the run once; a concluded run is returned as it is. `view`, when given,
+        is the run's full view as the caller read it (a writer in between is a conflict)."""
+        view = view or self.full_view(run_id)
         if view.concluded:
             return view
         after, _ = self.append(run_id, view, [conclusion_event(view)], [])
@@ -788,6 +789,11 @@ class LedgerService:
         event = first.event()
         assert isinstance(event, RunPlanned)
         return event
+
+    def head_hash(self, run_id: str) -> str:
+        """The event hash of the run's latest event."""
+        with self.store.transaction() as conn:
+            return self.store.stream_head(conn, run_id)[1]
 
     def stream(self, run_id: str) -> list[StoredEvent]:
         with self.store.transaction() as conn:
@@ -898,9 +904,8 @@ def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeRes
             _stage(output_dir, _output_files(preview, plan, "0" * 64, command), staged)
         except OSError as exc:
             raise _output_error(output_dir, exc, concluded=view.concluded) from None
-        view = service.conclude(run_id)
-        stream = service.stream(run_id)
-        files = _output_files(view, plan, stream[-1].event_hash, command)
+        view = service.conclude(run_id, view)
+        files = _output_files(view, plan, service.head_hash(run_id), command)
         try:
             _publish(staged, output_dir, files)
         except OSError as exc:
