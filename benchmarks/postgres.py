@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from benchmarks.bench_append import _CPU, COLUMNS
+from benchmarks.bench_append import _CPU, COLUMNS, all_rows_batches, every_row
 from benchmarks.common import ROOT, progress
 from benchmarks.workload import BulkWriter, Generator, Shape
 from ledger.store.eventstore import Store
@@ -87,8 +87,6 @@ class PgBackend:
 
     def raw_insert_all(self, url: str, source: str, rows: list, sizes: list[int]) -> float:
         """Seconds to insert every row the store wrote, grouped in its transactions."""
-        from benchmarks.bench_append import all_rows_batches, every_row
-
         with self._connect(source) as src:
             batches = all_rows_batches(src, every_row(src, rows), sizes)
         with self._connect(url) as conn:

@@ -455,7 +455,7 @@ class BulkWriter:
                 ]
                 stored = store.append(conn, run.run_id, 0, batch)
                 # one fold per run: the rows are built once, not once per event
-                view: RunView | None = projections.fold(
+                view = projections.fold(
                     (record.stream_version, record.recorded_at, new.event)
                     for record, new in zip(stored, batch, strict=True)
                 )
@@ -464,7 +464,6 @@ class BulkWriter:
                 else:  # a Store from before put_blobs (to measure an older tree)
                     for blob in run.blobs:
                         store.put_blob(conn, blob)
-                assert view is not None
                 store.save_view(conn, None, view)
         self.events_written += self.pending_events
         self.sizes.append(self.pending_events)
