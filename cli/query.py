@@ -204,6 +204,12 @@ def history(
             ],
         )
     )
+    why = service.explain_rounds([(r.run_id, r.round) for r in rows])
+    say("why:")
+    for r in rows:
+        found = why.get((r.run_id, r.round))
+        if found is not None:
+            say(f"  {r.run_id} round {r.round}: {found.text}")
 
 
 def _like_profile(ctx, path: str, kernel_name: str | None, limit: int, as_json: bool) -> None:

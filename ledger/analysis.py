@@ -59,7 +59,9 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.2f}%"
 
 
-def report_markdown(analysis: dict[str, Any]) -> str:
+def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | None = None) -> str:
+    """report.md; `explanations` (round -> `explain.Explanation`) adds why each round got
+    its decision, and what the flags it carries mean."""
     best = analysis["best_kernel"]
     lines = [
         f"# {analysis['op_name']}: run {analysis['run_id']}",
@@ -97,6 +99,18 @@ def report_markdown(analysis: dict[str, Any]) -> str:
             f"{_pct(r['worst_case_regression'])} | {_pct(r['cumulative_improvement'])} | "
             f"{_cell(r['change'])} | {_cell(r['hypothesis'])} |"
         )
+    if explanations:
+        lines += ["", "## Why each round got its decision", ""]
+        flags: list[str] = []
+        for number in sorted(explanations):
+            why = explanations[number]
+            lines.append(f"- Round {number}: {why.text}")
+            flags += [f for f in why.flags if f not in flags]
+        if flags:
+            from ledger.explain import describe_flag
+
+            lines += ["", "Flags:", ""]
+            lines += [f"- `{f}`: {describe_flag(f)}" for f in flags]
     lines += [
         "",
         f"Ledger: {analysis['ledger']['events']} events, last hash "

@@ -45,7 +45,9 @@ from ledger.events import (
     RoundSubmitted,
     RunConcluded,
     RunPlanned,
+    ValidationLinked,
 )
+from ledger.explain import NoiseSummary, explain, noise_summary
 from ledger.jsonio import display
 from ledger.projections import RunView
 
@@ -93,6 +95,8 @@ class RoundEntry:
     mechanism_confirmed: bool | None
     candidate_sha256: str
     measurements: tuple[Measurement, ...] | None
+    explanation: str = ""
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class ProfileEntry:
     bottleneck: str | None
     evidence: tuple[str, ...]
     first_experiment: str | None
+    flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,10 +143,130 @@ class ReportData:
     conclusion: RunConcluded | None
     verification: Verification
     unreadable_events: int
+    noise: NoiseSummary
 
     @property
     def run_id(self) -> str:
         return self.view.run.run_id
+
+    @property
+    def target_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.target.items())
+
+    @property
+    def policy_text(self) -> str:
+        policy = self.measurement_policy
+        return ", ".join(f"{k}={v}" for k, v in policy.items()) if policy else "not stated"
+
+    @property
+    def timing_label(self) -> str:
+        return timing_label(self.target)
+
+    @property
+    def case_rows(self) -> list[CaseRow]:
+        best = {c.case_id: c for c in self.view.cases}
+        rows = []
+        for m in self.baseline:
+            case = best.get(m.case_id)
+            best_us = case.best_median_us if case else None
+            rows.append(
+                CaseRow(
+                    case_id=m.case_id,
+                    weight=case.weight if case else None,
+                    original=m.median_us,
+                    best=best_us,
+                    change=(m.median_us - best_us) / m.median_us if best_us is not None else None,
+                    repeats=m.repeats,
+                )
+            )
+        return rows
+
+    @property
+    def raw_samples(self) -> list[RawSamples]:
+        """Every recorded sample, per case and kernel: the chart's data, on demand."""
+        out = []
+        columns = [("original", self.baseline)] + [
+            (f"round {r.round}", r.measurements) for r in self.rounds if r.measurements
+        ]
+        for m in self.baseline:
+            for label, rows in columns:
+                row = next((x for x in rows or () if x.case_id == m.case_id), None)
+                if row is None or not row.samples_us:
+                    continue
+                values = row.samples_us
+                out.append(
+                    RawSamples(
+                        case_id=m.case_id,
+                        label=label,
+                        n=len(values),
+                        median=row.median_us,
+                        min=min(values),
+                        max=max(values),
+                        text=" ".join(f"{v:.4g}" for v in values),
+                    )
+                )
+        return out
+
+    @property
+    def latency_caption(self) -> str:
+        with_samples = any(m.samples_us for m in self.baseline) or any(
+            m.samples_us for r in self.rounds for m in (r.measurements or ())
+        )
+        if with_samples:
+            how = (
+                "Boxes and dots are the raw per-repeat samples (box: quartiles and median; "
+                "whiskers: 1.5 IQR); a diamond is a median recorded without samples. The axis "
+                "is robust: it spans the bulk of the samples, and a sample beyond it is drawn "
+                "as a triangle at the edge (outliers, counted in the panel)."
+            )
+        else:
+            how = "No raw samples were recorded: each diamond is the recorded median."
+        shown = len(self.baseline)
+        note = (
+            f" The first {MAX_CASE_PANELS} of {shown} cases are drawn; the table lists all."
+            if shown > MAX_CASE_PANELS
+            else ""
+        )
+        return (
+            f"{self.timing_label}, drawn relative to the original kernel's median of each case "
+            "(0% = the original; below 0 is faster). orig is the original kernel, rN round "
+            f"N's candidate (FAIL rounds are never measured); the best kernel (round "
+            f"{self.view.run.best_round}) is outlined in black. {how}{note}"
+        )
+
+    @property
+    def profile_caption(self) -> str:
+        caption = (
+            "Throughputs, occupancies and pipe ratios of each recorded profile, as "
+            "fractions (1 = 100%); rows are labelled with the attributed bottleneck."
+        )
+        if len(self.profiles) > MAX_PROFILE_ROWS:
+            caption += (
+                f" The last {MAX_PROFILE_ROWS} of {len(self.profiles)} profiles are drawn; "
+                "the table lists all."
+            )
+        return caption
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    case_id: str
+    weight: float | None
+    original: float
+    best: float | None
+    change: float | None
+    repeats: int
+
+
+@dataclass(frozen=True)
+class RawSamples:
+    case_id: str
+    label: str
+    n: int
+    median: float
+    min: float
+    max: float
+    text: str
 
 
 @dataclass(frozen=True)
@@ -198,7 +323,14 @@ def gather(service: Any, run_id: str) -> ReportData:
         tree_size=size,
         tree_root=root,
     )
-    return _collect(view, events, verification, unreadable)
+    from ledger.service import failed_validation_cases
+
+    failed = {
+        e.round: failed_validation_cases(e)
+        for e in events
+        if isinstance(e, ValidationLinked) and e.status != "passed"
+    }
+    return _collect(view, events, verification, unreadable, failed)
 
 
 def _tree_head(store: Any) -> tuple[int, str]:
@@ -210,7 +342,11 @@ def _tree_head(store: Any) -> tuple[int, str]:
 
 
 def _collect(
-    view: RunView, events: Sequence[Event], verification: Verification, unreadable: int
+    view: RunView,
+    events: Sequence[Event],
+    verification: Verification,
+    unreadable: int,
+    failed: dict[int, list[str] | None] | None = None,
 ) -> ReportData:
     plan = next((e for e in events if isinstance(e, RunPlanned)), None)
     target = dict(plan.target) if plan else {"soc": view.run.soc}
@@ -237,6 +373,7 @@ def _collect(
     unreadable_text = "(its RoundSubmitted event could not be read)"
     for number in sorted(set(submitted) | set(decided)):
         s, d, m = submitted.get(number), decided.get(number), measured.get(number)
+        why = explain(d, failed_cases=(failed or {}).get(number)) if d else None
         vs_original = None
         if m is not None and len(m) == len(base_medians) == len(weights) and weights:
             vs_original = decide.weighted_improvement(
@@ -260,6 +397,8 @@ def _collect(
                 ),
                 candidate_sha256=s.candidate.sha256 if s else d.candidate_sha256 if d else "",
                 measurements=m,
+                explanation=why.sentence if why else "No decision was recorded for this round.",
+                rule=why.rule if why else None,
             )
         )
         # Ledgers written before profiles were ingested keep the round's signals only here.
@@ -300,6 +439,7 @@ def _collect(
         conclusion=next((e for e in events if isinstance(e, RunConcluded)), None),
         verification=verification,
         unreadable_events=unreadable,
+        noise=noise_summary(events),
     )
 
 
@@ -324,6 +464,7 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
         bottleneck=attribution.get("bottleneck"),
         evidence=tuple(str(x) for x in evidence) if isinstance(evidence, list) else (),
         first_experiment=attribution.get("first_experiment"),
+        flags=tuple(str(f) for f in attribution.get("flags") or ()),
     )
 
 
@@ -371,38 +512,44 @@ def render_html(data: ReportData) -> str:
     return render(data)[0]
 
 
-def render(data: ReportData) -> tuple[str, tuple[str, ...]]:
-    """The page, and the names of the charts it holds."""
+def charts(data: ReportData) -> dict[str, Any]:
+    """The page's charts as inline SVG markup, by name (None where a chart has no data)."""
+    from markupsafe import Markup
+
     mpl = _matplotlib()
-    charts: list[str] = []
+    out: dict[str, Any] = {"timeline": None, "latency": None, "profiles": None}
     rc = {"svg.fonttype": "path", "text.parse_math": False, "font.size": 9}
     with warnings.catch_warnings(), mpl.rc_context(rc):
         warnings.simplefilter("ignore")  # e.g. a glyph missing from the font: not the user's
-        timeline = _svg(_timeline_figure(data), "timeline", "Round timeline")
-        charts.append("timeline")
-        latency = None
+        out["timeline"] = Markup(_svg(_timeline_figure(data), "timeline", "Round timeline"))
         if data.baseline:
-            latency = _svg(_latency_figure(data), "latency", "Latency per case")
-            charts.append("latency")
+            out["latency"] = Markup(_svg(_latency_figure(data), "latency", "Latency per case"))
         profile_fig = _profile_figure(data)
-        profile = None
         if profile_fig is not None:
-            profile = _svg(profile_fig, "profiles", "Profile signals")
-            charts.append("profiles")
-    body = "\n".join(
-        [
-            _header(data),
-            _section_timeline(data, timeline),
-            _section_rounds(data),
-            _section_latency(data, latency),
-            _section_profiles(data, profile),
-            _section_verification(data),
-            _footer(data),
-        ]
-    )
+            out["profiles"] = Markup(_svg(profile_fig, "profiles", "Profile signals"))
+    return out
+
+
+def render(data: ReportData) -> tuple[str, tuple[str, ...]]:
+    """The page, and the names of the charts it holds."""
+    drawn = charts(data)
     title = f"{data.view.run.op_name} — run {data.run_id} — kernel-ledger report"
-    page = _PAGE.format(csp=CONTENT_SECURITY_POLICY, title=_e(title), style=_STYLE, body=body)
-    return page, tuple(charts)
+    page = _templates().render(
+        "report.html", csp=CONTENT_SECURITY_POLICY, title=title, data=data, charts=drawn
+    )
+    return page, tuple(name for name, svg in drawn.items() if svg is not None)
+
+
+def _templates() -> Any:
+    try:
+        import jinja2  # noqa: F401
+    except ImportError:
+        raise InputError(
+            "the HTML report needs jinja2: pip install 'kernel-ledger[report]'"
+        ) from None
+    from ledger import templates
+
+    return templates
 
 
 def _matplotlib() -> Any:
@@ -417,14 +564,6 @@ def _matplotlib() -> Any:
 
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
-
-
-def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
 
 
 def _svg(figure: Any, name: str, label: str) -> str:
@@ -496,11 +635,39 @@ def _timeline_figure(data: ReportData) -> Any:
     return figure
 
 
+def robust_limits(
+    sample_sets: Sequence[Sequence[float]], keep: Sequence[float] = ()
+) -> tuple[float, float]:
+    """Axis limits that span every box's whiskers (quartiles ± 1.5 IQR, as drawn) and every
+    value of `keep` (the medians and 0), plus a margin: one slow repeat cannot squeeze the
+    boxes flat. A sample beyond the limits is an outlier that the chart marks at the edge.
+
+    >>> low, high = robust_limits([[0.0] * 97 + [1.0, 2.0, 50.0]], [0.0])
+    >>> low < 0.0 < high < 5.0
+    True
+    """
+    import numpy as np
+
+    ends = [0.0, *keep]
+    for values in sample_sets:
+        arr = np.asarray(values, dtype=float)
+        if arr.size == 0:
+            continue
+        q1, q3 = (float(x) for x in np.percentile(arr, [25, 75]))
+        reach = 1.5 * (q3 - q1)
+        ends.append(float(arr[arr >= q1 - reach].min()))
+        ends.append(float(arr[arr <= q3 + reach].max()))
+    lo, hi = min(ends), max(ends)
+    pad = max((hi - lo) * 0.12, 0.5)
+    return lo - pad, hi + pad
+
+
 def _latency_figure(data: ReportData) -> Any:
     import numpy as np
 
     run = data.view.run
     cases = [m.case_id for m in data.baseline][:MAX_CASE_PANELS]
+    base = {m.case_id: m.median_us for m in data.baseline}
     columns: list[tuple[str, int, str | None, tuple[Measurement, ...]]] = [
         ("orig", 0, None, data.baseline)
     ]
@@ -514,16 +681,28 @@ def _latency_figure(data: ReportData) -> Any:
     axes = figure.subplots(nrows, ncols, squeeze=False)
     for index, case_id in enumerate(cases):
         ax = axes[index // ncols][index % ncols]
+        reference = base[case_id]
+        panel = []
         for position, (_, number, decision, rows) in enumerate(columns):
             row = next((m for m in rows if m.case_id == case_id), None)
             if row is None:
                 continue
+            samples = (
+                (np.asarray(row.samples_us, dtype=float) / reference - 1) * 100
+                if row.samples_us
+                else None
+            )
+            panel.append(
+                (position, number, decision, (row.median_us / reference - 1) * 100, samples)
+            )
+        low, high = robust_limits([p[4] for p in panel if p[4] is not None], [p[3] for p in panel])
+        outliers = 0
+        for position, number, decision, median, samples in panel:
             color = ORIGINAL_COLOR if number == 0 else DECISION_COLORS.get(decision or "", "#000")
             best = number == run.best_round
-            if row.samples_us:
-                values = np.asarray(row.samples_us, dtype=float)
+            if samples is not None:
                 box = ax.boxplot(
-                    [values],
+                    [samples],
                     positions=[position],
                     widths=0.6,
                     showfliers=False,
@@ -535,17 +714,58 @@ def _latency_figure(data: ReportData) -> Any:
                     patch.set_alpha(0.35)
                     patch.set_edgecolor("black" if best else color)
                     patch.set_linewidth(2.0 if best else 1.0)
-                shown = values
-                if len(values) > MAX_STRIP_POINTS:
-                    shown = values[np.linspace(0, len(values) - 1, MAX_STRIP_POINTS).astype(int)]
+                inside = samples[(samples >= low) & (samples <= high)]
+                shown = inside
+                if len(inside) > MAX_STRIP_POINTS:
+                    shown = inside[np.linspace(0, len(inside) - 1, MAX_STRIP_POINTS).astype(int)]
                 jitter = np.random.default_rng(1000 * index + position).uniform(
                     -0.18, 0.18, len(shown)
                 )
                 ax.plot(position + jitter, shown, ".", ms=2.5, color=color, alpha=0.6, zorder=3)
+                above = int(np.sum(samples > high))
+                below = int(np.sum(samples < low))
+                outliers += above + below
+                edge = (high - low) * 0.03
+                if above:
+                    ax.plot(
+                        [position],
+                        [high - edge],
+                        marker="^",
+                        ms=6,
+                        color="#b71c1c",
+                        ls="none",
+                        zorder=4,
+                    )
+                    ax.text(
+                        position + 0.22,
+                        high - edge,
+                        str(above),
+                        fontsize=6,
+                        color="#b71c1c",
+                        va="center",
+                    )
+                if below:
+                    ax.plot(
+                        [position],
+                        [low + edge],
+                        marker="v",
+                        ms=6,
+                        color="#b71c1c",
+                        ls="none",
+                        zorder=4,
+                    )
+                    ax.text(
+                        position + 0.22,
+                        low + edge,
+                        str(below),
+                        fontsize=6,
+                        color="#b71c1c",
+                        va="center",
+                    )
             else:
                 ax.plot(
                     [position],
-                    [row.median_us],
+                    [median],
                     marker="D",
                     ms=7,
                     color=color,
@@ -554,6 +774,8 @@ def _latency_figure(data: ReportData) -> Any:
                     ls="none",
                     zorder=3,
                 )
+        ax.axhline(0, color="#999999", lw=0.8, zorder=1)
+        ax.set_ylim(low, high)
         ax.set_xticks(range(len(columns)))
         labels = ax.set_xticklabels(
             [c[0] for c in columns], rotation=90 if len(columns) > 10 else 0, fontsize=8
@@ -563,8 +785,11 @@ def _latency_figure(data: ReportData) -> Any:
                 label.set_fontweight("bold")
                 label.set_color("black")
         ax.set_xlim(-0.7, len(columns) - 0.3)
-        ax.set_title(case_id, fontsize=9)
-        ax.set_ylabel("µs")
+        title = f"{case_id} (orig {reference:.3g} µs)"
+        if outliers:
+            title += f", {outliers} outlier{'s' if outliers != 1 else ''}"
+        ax.set_title(title, fontsize=8)
+        ax.set_ylabel("vs original (%)")
         ax.grid(True, axis="y", color="#e8e8e8", lw=0.6)
         ax.set_axisbelow(True)
         for side in ("top", "right"):
@@ -582,9 +807,14 @@ def _latency_figure(data: ReportData) -> Any:
     handles.append(
         Line2D([], [], marker="s", ls="none", mfc="white", mec="black", mew=2, label="best kernel")
     )
-    figure.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
-    figure.suptitle(f"Latency per case — {timing_label(data.target)}", fontsize=10)
-    figure.tight_layout(rect=(0, 0.06, 1, 0.97))
+    handles.append(
+        Line2D([], [], marker="^", ls="none", color="#b71c1c", label="outliers off axis")
+    )
+    figure.legend(handles=handles, loc="lower center", ncol=4, frameon=False)
+    figure.suptitle(
+        f"Latency per case relative to the original — {timing_label(data.target)}", fontsize=10
+    )
+    figure.tight_layout(rect=(0, 0.09, 1, 0.97))
     return figure
 
 
@@ -652,325 +882,3 @@ def _profile_figure(data: ReportData) -> Any | None:
         bar.solids.set_rasterized(False)  # keep the page free of embedded raster images
     ax.set_title("Profile signals (fractions; grey: not reported)", fontsize=10)
     return figure
-
-
-# --- HTML sections ------------------------------------------------------------------------
-
-
-def _badge(decision: str | None) -> str:
-    if decision is None:
-        return '<span class="badge">—</span>'
-    return f'<span class="badge d-{_e(decision.lower())}">{_e(decision)}</span>'
-
-
-def _sha(digest: str) -> str:
-    return f'<code title="{_e(digest)}">{_e(digest[:12])}</code>'
-
-
-def _header(data: ReportData) -> str:
-    run = data.view.run
-    v = data.verification
-    standing = run.conclusion or run.status
-    target = ", ".join(f"{k}={v}" for k, v in data.target.items())
-    policy = data.measurement_policy
-    policy_text = ", ".join(f"{k}={v}" for k, v in policy.items()) if policy else "not stated"
-    met = "met" if run.target_met else "not met"
-    verified = "verified" if v.ok else "VERIFICATION FAILED"
-    return f"""<header>
-<h1>{_e(run.op_name)} <span class="muted">run</span> {_e(run.run_id)}</h1>
-<p class="lead"><span class="status s-{_e(standing)}">{_e(standing)}</span>
- improvement vs original <strong>{_pct(run.cumulative_improvement)}</strong>
- (target {_pct(run.target_relative_improvement)}, {met})
- <span class="status {"v-ok" if v.ok else "v-failed"}">{verified}</span></p>
-<dl class="facts">
-<dt>Target</dt><dd>{_e(target)}</dd>
-<dt>Timings</dt><dd>{_e(timing_label(data.target))}: medians as recorded, with the raw
-per-repeat samples where they were given; measurement policy: {_e(policy_text)}</dd>
-<dt>Best kernel</dt><dd>{_sha(run.best_kernel_sha256)} from round {run.best_round}
- <span class="path">{_e(run.best_kernel_path)}</span></dd>
-<dt>Original kernel</dt><dd>{_sha(run.original_kernel_sha256)}</dd>
-<dt>Rounds</dt><dd>{run.rounds_recorded} of {run.max_rounds}, kept {run.kept_rounds},
- consecutive failures {run.consecutive_failures} of {run.max_consecutive_failures}
- {"— <strong>needs diagnosis</strong>" if run.needs_diagnosis else ""}</dd>
-<dt>Objective</dt><dd>min improvement {_pct(run.min_relative_improvement)}, noise floor
- {_pct(run.noise_floor)}, max case regression {_pct(run.max_case_regression)}</dd>
-<dt>Parent run</dt><dd>{_e(run.parent_run_id or "—")}</dd>
-<dt>Planned</dt><dd>{_e(run.planned_at)}; last event {_e(run.updated_at)}</dd>
-</dl>
-<nav><a href="#timeline">Timeline</a> · <a href="#rounds">Rounds</a> ·
-<a href="#latency">Latency</a> · <a href="#profiles">Profiles</a> ·
-<a href="#verification">Verification</a></nav>
-</header>"""
-
-
-def _figure_html(name: str, svg: str, caption: str) -> str:
-    return (
-        f'<figure class="chart" id="chart-{name}">\n{svg}\n'
-        f"<figcaption>{caption}</figcaption>\n</figure>"
-    )
-
-
-def _section_timeline(data: ReportData, svg: str) -> str:
-    if data.rounds:
-        caption = (
-            "The line is the best kernel's weighted improvement against the original after "
-            "each round; markers are each round's candidate against the original, colored "
-            "by the decision (a FAIL, never measured, sits on the line). The dashed line "
-            "is the target."
-        )
-    else:
-        caption = "No rounds recorded yet: only the original kernel and the target."
-    diagnoses = ""
-    if data.diagnoses:
-        items = "".join(
-            f"<li>after round {d.after_round}: {_e(d.bottleneck)} — {_e(d.evidence)}</li>"
-            for d in data.diagnoses
-        )
-        diagnoses = f"<p>Diagnoses recorded:</p><ul>{items}</ul>"
-    return (
-        '<section id="timeline"><h2>Round timeline</h2>\n'
-        f"{_figure_html('timeline', svg, caption)}\n{diagnoses}</section>"
-    )
-
-
-def _section_rounds(data: ReportData) -> str:
-    if not data.rounds:
-        return '<section id="rounds"><h2>Rounds</h2><p>No rounds recorded.</p></section>'
-    rows = []
-    for r in data.rounds:
-        confirmed = {True: "confirmed", False: "not confirmed", None: ""}[r.mechanism_confirmed]
-        mechanism = _e(r.mechanism or "—") + (
-            f' <span class="muted">({confirmed})</span>' if confirmed else ""
-        )
-        rows.append(
-            f"<tr><td class='n'>{r.round}</td><td>{_badge(r.decision)}</td>"
-            f"<td class='text'>{_e(r.hypothesis)}</td><td class='text'>{_e(r.change)}</td>"
-            f"<td>{mechanism}</td><td class='n'>{_pct(r.relative_improvement)}</td>"
-            f"<td class='n'>{_pct(r.worst_case_regression)}</td>"
-            f"<td class='n'>{_pct(r.cumulative_improvement)}</td>"
-            f"<td>{_e(r.evidence or '—')}</td><td>{_e(', '.join(r.flags) or '—')}</td>"
-            f"<td>{_sha(r.candidate_sha256)}</td></tr>"
-        )
-    return f"""<section id="rounds"><h2>Rounds</h2>
-<p class="muted">I: weighted relative improvement over the best kernel of its time;
-R: worst case regression; cumulative: the best kernel against the original after the
-round.</p>
-<div class="scroll"><table class="rounds">
-<thead><tr><th>#</th><th>decision</th><th>hypothesis</th><th>change</th><th>mechanism</th>
-<th>I</th><th>R</th><th>cumulative</th><th>evidence</th><th>flags</th><th>candidate</th></tr>
-</thead>
-<tbody>
-{"".join(rows)}
-</tbody></table></div></section>"""
-
-
-def _section_latency(data: ReportData, svg: str | None) -> str:
-    run = data.view.run
-    if svg is None:
-        return (
-            '<section id="latency"><h2>Latency per case</h2>'
-            "<p>No baseline measurements recorded.</p></section>"
-        )
-    with_samples = sum(1 for m in data.baseline if m.samples_us) + sum(
-        1 for r in data.rounds for m in (r.measurements or ()) if m.samples_us
-    )
-    if with_samples:
-        how = (
-            "Boxes and dots are the raw per-repeat samples (box: quartiles and median; "
-            "whiskers: 1.5 IQR); a diamond is a median recorded without samples."
-        )
-    else:
-        how = "No raw samples were recorded: each diamond is the recorded median."
-    shown = len(data.baseline)
-    note = (
-        f" The first {MAX_CASE_PANELS} of {shown} cases are drawn; the table lists all."
-        if shown > MAX_CASE_PANELS
-        else ""
-    )
-    caption = (
-        f"{_e(timing_label(data.target))}. orig is the original kernel, rN round N's "
-        f"candidate (FAIL rounds are never measured); the best kernel (round "
-        f"{run.best_round}) is outlined in black. {how}{note}"
-    )
-    best = {c.case_id: c for c in data.view.cases}
-    rows = []
-    for m in data.baseline:
-        case = best.get(m.case_id)
-        best_us = case.best_median_us if case else None
-        change = (m.median_us - best_us) / m.median_us if best_us is not None else None
-        rows.append(
-            f"<tr><td>{_e(m.case_id)}</td><td class='n'>{_num(case.weight if case else None)}"
-            f"</td><td class='n'>{m.median_us:.3f}</td><td class='n'>"
-            f"{'—' if best_us is None else f'{best_us:.3f}'}</td>"
-            f"<td class='n'>{_pct(change)}</td><td class='n'>{m.repeats}</td></tr>"
-        )
-    return f"""<section id="latency"><h2>Latency per case</h2>
-{_figure_html("latency", svg, caption)}
-<div class="scroll"><table>
-<thead><tr><th>case</th><th>weight</th><th>original median µs</th><th>best median µs</th>
-<th>improvement</th><th>original repeats</th></tr></thead>
-<tbody>{"".join(rows)}</tbody></table></div></section>"""
-
-
-def _signals_text(signals: dict[str, float]) -> str:
-    parts = []
-    for key in sorted(signals):
-        value = signals[key]
-        parts.append(f"{_e(key)}={value:.4g}")
-    return "<br>".join(parts) if parts else "—"
-
-
-def _section_profiles(data: ReportData, svg: str | None) -> str:
-    if not data.profiles:
-        return (
-            '<section id="profiles"><h2>Profile signals</h2>'
-            "<p>No profiles recorded for this run.</p></section>"
-        )
-    figure = ""
-    if svg is not None:
-        caption = (
-            "Throughputs, occupancies and pipe ratios of each recorded profile, as "
-            "fractions (1 = 100%); rows are labelled with the attributed bottleneck."
-        )
-        if len(data.profiles) > MAX_PROFILE_ROWS:
-            caption += (
-                f" The last {MAX_PROFILE_ROWS} of {len(data.profiles)} profiles are drawn; "
-                "the table lists all."
-            )
-        figure = _figure_html("profiles", svg, caption)
-    rows = []
-    for p in data.profiles:
-        evidence = "<br>".join(_e(x) for x in p.evidence) or "—"
-        name = f"<br><span class='path'>{_e(p.kernel_name)}</span>" if p.kernel_name else ""
-        rows.append(
-            f"<tr><td>{_e(p.label)}</td><td>{_sha(p.kernel_sha256)}{name}</td>"
-            f"<td>{_e(p.format)} <span class='muted'>({_e(p.origin)})</span></td>"
-            f"<td>{_e(p.bottleneck or '—')}</td><td class='text'>{evidence}</td>"
-            f"<td class='text'>{_e(p.first_experiment or '—')}</td>"
-            f"<td class='signals'>{_signals_text(p.signals)}</td></tr>"
-        )
-    return f"""<section id="profiles"><h2>Profile signals</h2>
-{figure}
-<div class="scroll"><table>
-<thead><tr><th>profile</th><th>kernel</th><th>format</th><th>bottleneck</th><th>evidence</th>
-<th>first experiment</th><th>signals</th></tr></thead>
-<tbody>{"".join(rows)}</tbody></table></div></section>"""
-
-
-def _section_verification(data: ReportData) -> str:
-    v = data.verification
-    checks = "".join(
-        f"<li class='c-{_e(state.replace(' ', '-'))}'>{_e(name)}: {_e(state)}</li>"
-        for name, state in v.checks.items()
-    )
-    failure = ""
-    if v.first_failure:
-        f = v.first_failure
-        where = f"seq {f['seq']} (version {f['stream_version']})" if f.get("seq") else "ledger"
-        failure = (
-            f"<p class='failure'>First failure at {_e(where)}: {_e(f['check'])}: "
-            f"{_e(f['reason'])}</p>"
-        )
-    unreadable = (
-        f"<p class='failure'>{data.unreadable_events} event(s) of this run could not be "
-        "read and are missing from this report.</p>"
-        if data.unreadable_events
-        else ""
-    )
-    word = "ok" if v.ok else "failed"
-    return f"""<section id="verification"><h2>Verification</h2>
-<div class="panel {"v-ok" if v.ok else "v-failed"}">
-<p class="verdict">Replay verification of this run: <strong>{word}</strong> —
-{v.events_checked} events checked.</p>
-{failure}{unreadable}
-<ul class="checks">{checks}</ul>
-<dl class="facts">
-<dt>Events in this run</dt><dd>{v.stream_version}</dd>
-<dt>Last event hash</dt><dd><code class="hash">{_e(v.last_event_hash)}</code></dd>
-<dt>Ledger tree head</dt><dd>size {v.tree_size}, RFC 6962 root
-<code class="hash">{_e(v.tree_root)}</code> (base64; what a checkpoint of the whole log pins)</dd>
-</dl>
-<p class="muted">Re-check at any time with
-<code>kernel-ledger verify --run {_e(data.run_id)}</code>.</p>
-</div></section>"""
-
-
-def _footer(data: ReportData) -> str:
-    return (
-        "<footer>Written by kernel-ledger from the events of run "
-        f"{_e(data.run_id)}; this page loads nothing from the network.</footer>"
-    )
-
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="kernel-ledger">
-<title>{title}</title>
-<style>{style}</style>
-</head>
-<body>
-{body}
-</body>
-</html>
-"""
-
-_STYLE = """
-:root { color-scheme: light; }
-body { font-family: system-ui, -apple-system, "Segoe UI", "DejaVu Sans", Arial, sans-serif;
-  margin: 0 auto; max-width: 1200px; padding: 24px 28px 48px; color: #1d1d1f;
-  background: #ffffff; line-height: 1.45; font-size: 15px; }
-h1 { font-size: 26px; margin: 0 0 6px; word-break: break-word; }
-h2 { font-size: 19px; margin: 34px 0 10px; padding-bottom: 4px; border-bottom: 1px solid #ddd; }
-.muted { color: #6b6b6b; font-weight: normal; }
-.lead { font-size: 17px; margin: 6px 0 14px; }
-.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px; margin: 0; }
-.facts dt { color: #555; }
-.facts dd { margin: 0; word-break: break-word; }
-nav { margin-top: 14px; font-size: 14px; }
-nav a { color: #1565c0; }
-.path { color: #555; font-size: 13px; word-break: break-all; }
-code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 13px; }
-code.hash { word-break: break-all; }
-.status { display: inline-block; padding: 1px 9px; border-radius: 10px; font-size: 14px;
-  font-weight: 600; background: #e0e0e0; margin-right: 6px; }
-.s-passed, .v-ok .verdict strong { color: #1b5e20; }
-.status.s-passed { background: #c8e6c9; }
-.status.s-failed, .status.v-failed { background: #ffcdd2; color: #b71c1c; }
-.status.s-inconclusive { background: #fff3c4; }
-.status.s-active { background: #bbdefb; }
-.status.v-ok { background: #c8e6c9; color: #1b5e20; }
-figure.chart { margin: 10px 0 16px; }
-figure.chart svg { display: block; max-width: 100%; height: auto; }
-figcaption { color: #555; font-size: 13px; margin-top: 4px; max-width: 900px; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 13px; width: 100%; }
-th, td { border-bottom: 1px solid #e3e3e3; padding: 5px 8px; text-align: left;
-  vertical-align: top; }
-th { background: #f5f5f5; font-weight: 600; }
-tbody tr:nth-child(even) { background: #fafafa; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.text { min-width: 180px; max-width: 380px; word-break: break-word; }
-td.signals { font-family: "DejaVu Sans Mono", monospace; font-size: 12px;
-  white-space: nowrap; }
-.badge { display: inline-block; min-width: 62px; text-align: center; border-radius: 4px;
-  padding: 1px 6px; font-size: 12px; font-weight: 700; color: #fff; background: #9e9e9e; }
-.d-keep { background: #2e7d32; }
-.d-discard { background: #e65100; }
-.d-noise { background: #6d6d6d; }
-.d-fail { background: #c62828; }
-.panel { border-radius: 8px; padding: 12px 16px; border: 2px solid #a5d6a7;
-  background: #f4fbf4; }
-.panel.v-failed { border-color: #ef9a9a; background: #fff5f5; }
-.verdict { font-size: 16px; margin: 0 0 8px; }
-.v-failed .verdict strong, .failure { color: #b71c1c; }
-.checks { list-style: none; padding: 0; margin: 0 0 10px; display: flex; flex-wrap: wrap;
-  gap: 6px; }
-.checks li { border-radius: 4px; padding: 1px 8px; font-size: 13px; background: #e8f5e9; }
-.checks li.c-failed { background: #ffcdd2; }
-.checks li.c-not-run { background: #eeeeee; color: #777; }
-footer { margin-top: 40px; color: #777; font-size: 12px; }
-"""

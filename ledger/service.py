@@ -42,6 +42,7 @@ from ledger.events import (
     NoiseMeasured,
     ObjectiveFields,
     ProfileRecorded,
+    RoundDecided,
     RoundSubmitted,
     RunPlanned,
     ValidationLinked,
@@ -721,7 +722,71 @@ class LedgerService:
                 detail[key] = payload
         if round_no > 0 and "decision" not in detail:
             raise InputError(f"run {run_id!r} has no round {round_no}")
+        if "decision" in detail:
+            from ledger.explain import describe_flag, explain
+
+            decided = RoundDecided.model_validate(
+                {k: v for k, v in detail["decision"].items() if k != "seq"}
+            )
+            failed = None
+            if "validation" in detail and detail["validation"]["status"] != "passed":
+                linked = {k: v for k, v in detail["validation"].items() if k != "seq"}
+                failed = failed_validation_cases(ValidationLinked.model_validate(linked))
+            why = explain(decided, failed_cases=failed)
+            detail["explanation"] = {
+                "rule": why.rule,
+                "sentence": why.sentence,
+                "worst_case": why.worst_case,
+                "flags": {f: describe_flag(f) for f in why.flags},
+            }
         return detail
+
+    def explanations(self, run_id: str) -> dict[int, Any]:
+        """Why each round got its decision (`explain.explain`), by round, from the run's
+        RoundDecided and failed ValidationLinked events (read through the type index)."""
+        from ledger.explain import explain
+
+        with self.store.transaction() as conn:
+            stored = self.store.read_stream(
+                conn, run_id, types=("RoundDecided", "ValidationLinked")
+            )
+        failed: dict[int, list[str] | None] = {}
+        decided: list[RoundDecided] = []
+        for record in stored:
+            event = record.event()
+            if isinstance(event, ValidationLinked) and event.status != "passed":
+                failed[event.round] = failed_validation_cases(event)
+            elif isinstance(event, RoundDecided):
+                decided.append(event)
+        return {d.round: explain(d, failed_cases=failed.get(d.round)) for d in decided}
+
+    def explain_rounds(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+        """`explain.explain` for each (run, round) given, each read through the type index
+        (a run's n-th RoundDecided is round n): for `history`, whose rows come from the
+        projection."""
+        from ledger.explain import explain
+
+        out: dict[tuple[str, int], Any] = {}
+        with self.store.transaction() as conn:
+            for run_id, number in keys:
+                version = self.store.nth_version(conn, run_id, "RoundDecided", number)
+                record = self.store.read_version(conn, run_id, version) if version else None
+                if record is None:
+                    continue
+                decided = record.event()
+                if not isinstance(decided, RoundDecided) or decided.round != number:
+                    continue
+                failed = None
+                if decided.decision == "FAIL":
+                    linked_at = self.store.last_version_before(
+                        conn, run_id, "ValidationLinked", version
+                    )
+                    linked = self.store.read_version(conn, run_id, linked_at) if linked_at else None
+                    event = linked.event() if linked else None
+                    if isinstance(event, ValidationLinked) and event.round == number:
+                        failed = failed_validation_cases(event)
+                out[(run_id, number)] = explain(decided, failed_cases=failed)
+        return out
 
     def compare(self, run_id: str, first: int, second: int) -> dict[str, Any]:
         """Per-case medians of two rounds (0 is the baseline) and their relative deltas."""
@@ -829,14 +894,20 @@ class AnalyzeResult:
 _NOT_A_FOLDER = {errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT}
 
 
-def _output_files(view: RunView, plan: RunPlanned, last_event_hash: str, command: list[str]):
+def _output_files(
+    view: RunView,
+    plan: RunPlanned,
+    last_event_hash: str,
+    command: list[str],
+    explanations: dict[int, Any] | None = None,
+):
     """analysis.json, report.md and manifest.json of a concluded run, as bytes."""
     from ledger import analysis
 
     document = analysis.analysis_document(view, plan, last_event_hash=last_event_hash)
     files = {
         "analysis.json": analysis.dumps(document),
-        "report.md": analysis.report_markdown(document).encode(),
+        "report.md": analysis.report_markdown(document, explanations).encode(),
     }
     manifest = analysis.performance_manifest(view, plan, files=files, command=command)
     files["manifest.json"] = analysis.dumps(manifest)
@@ -895,6 +966,7 @@ def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeRes
     output_dir = Path(output_dir).absolute()
     view = service.full_view(run_id)  # unknown runs are refused before anything is written
     plan = service.planned_event(run_id)
+    explanations = service.explanations(run_id)
     command = ["kernel-ledger", "analyze", "--run", run_id, "--output-dir", str(output_dir)]
     staged: dict[str, Path] = {}
     try:
@@ -905,7 +977,7 @@ def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeRes
         except OSError as exc:
             raise _output_error(output_dir, exc, concluded=view.concluded) from None
         view = service.conclude(run_id, view)
-        files = _output_files(view, plan, service.head_hash(run_id), command)
+        files = _output_files(view, plan, service.head_hash(run_id), command, explanations)
         try:
             _publish(staged, output_dir, files)
         except OSError as exc:
@@ -922,3 +994,43 @@ def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeRes
         output_dir=output_dir,
         analysis_path=output_dir / "analysis.json",
     )
+
+
+def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
+    """The case ids a failed validation's case matrix marks as not passed, read from the
+    file the event names when it still holds the bytes that were hashed; None otherwise."""
+    import json
+
+    ref = linked.case_matrix
+    if ref is None:
+        return None
+    try:
+        data = Path(ref.resolved_path or ref.path).read_bytes()
+    except OSError:
+        return None
+    if sha256_hex(data) != ref.sha256:
+        return None
+    try:
+        cases = json.loads(data).get("cases")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(cases, list):
+        return None
+    failed = []
+    for case in cases:
+        if not isinstance(case, dict) or "id" not in case:
+            continue
+        if case.get("passed") is False or case.get("status", "passed") != "passed":
+            failed.append(str(case["id"]) + _worst_error(case))
+    return failed
+
+
+def _worst_error(case: dict[str, Any]) -> str:
+    """ " (max_abs_err 0.37)" from the case or its first failed check, where recorded."""
+    checks = [c for c in case.get("checks") or () if isinstance(c, dict)]
+    source = next((c for c in checks if c.get("passed") is False), case)
+    for key in ("max_abs_err", "rel_l2_err"):
+        value = source.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f" ({key} {value:.3g})"
+    return ""

@@ -161,7 +161,9 @@ def test_report_writes_one_self_contained_page(cli, tmp_path):
         assert ref.startswith("#"), ref
     for ref in re.findall(r"url\(\s*([^)]*)\)", page):
         assert ref.strip("'\" ").startswith("#"), ref
-    assert "default-src 'none'" in page
+    import html
+
+    assert "default-src 'none'" in html.unescape(page)
 
     # three charts, each an inline SVG inside its figure
     for name in ("timeline", "latency", "profiles"):
@@ -180,10 +182,18 @@ def test_report_writes_one_self_contained_page(cli, tmp_path):
     table = page[page.index('<table class="rounds">') :]
     table = table[: table.index("</table>")]
     rows = re.findall(
-        r"<tr><td class='n'>(\d+)</td><td><span class=\"badge d-(\w+)\">(\w+)</span>", table
+        r'<tr class="main" id="round-(\d+)"><td class="n">\d+</td><td><span class="badge d-(\w+)">(\w+)</span>',
+        table,
     )
     assert [(int(n), d) for n, _, d in rows] == sorted(recorded.decisions.items())
     assert "validation" in table  # the FAIL round's evidence
+    # every round says why, in one sentence that starts with its decision
+    whys = re.findall(r'<span class="why-text">(\w+): ', table)
+    assert whys == [recorded.decisions[n] for n in sorted(recorded.decisions)]
+    assert "FAIL: validation failed on cases fp16-128x257, fp32-64x1024, bf16-8x8193" in table
+    # the noise section and the glossary
+    assert '<section id="noise">' in page and "No A/A remeasures were recorded" in page
+    assert '<dt id="flag-drift_unestimated">drift_unestimated</dt>' in page
 
     # GPU timings with their unit, the target and the measurement policy
     assert "GPU timings on NVIDIA H200, µs" in page
@@ -216,9 +226,9 @@ def test_report_writes_one_self_contained_page(cli, tmp_path):
 
 
 def html_escape(text: str) -> str:
-    import html
+    from markupsafe import escape
 
-    return html.escape(text, quote=True)
+    return str(escape(text))
 
 
 def test_report_human_output_names_the_file(cli, campaign, tmp_path):
@@ -348,7 +358,7 @@ def test_a_damaged_ledger_is_reported_not_hidden(cli, campaign, tmp_path, db_url
     assert "1 event(s) of this run could not be read" in page
     # round 2 lost its submission, but its decision and measurements are still shown
     assert "(its RoundSubmitted event could not be read)" in page
-    rounds = re.findall(r"<tr><td class='n'>(\d+)</td>", page)
+    rounds = re.findall(r'<tr class="main" id="round-(\d+)">', page)
     assert rounds == ["1", "2"]
     assert '<div class="panel v-failed">' in page
 
