@@ -22,12 +22,19 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_append, bench_history, bench_record, bench_small, bench_verify
+from benchmarks import (
+    bench_append,
+    bench_history,
+    bench_record,
+    bench_serve,
+    bench_small,
+    bench_verify,
+)
 from benchmarks.common import ROOT, Section, machine_facts, progress
 from benchmarks.ledgers import Ledgers
 from benchmarks.workload import Shape
 
-NAMES = ("append", "record", "verify", "history", "startup", "decisions", "postgres")
+NAMES = ("append", "record", "verify", "history", "serve", "startup", "decisions", "postgres")
 FINDINGS = Path(__file__).with_name("findings.md")
 
 
@@ -121,7 +128,7 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
             t0,
         )
     ledgers = None
-    if {"record", "verify", "history"} & set(selected):
+    if {"record", "verify", "history", "serve"} & set(selected):
         t0 = time.perf_counter()
         progress("building the ledgers")
         ledgers = Ledgers(work / "ledgers", sizes, shape=Shape(), distinct=480)
@@ -157,6 +164,10 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
         assert ledgers is not None
         t0 = time.perf_counter()
         timed(bench_history.measure(ledgers.url(ledgers.largest()), repeats=reps), t0)
+    if "serve" in selected:
+        assert ledgers is not None
+        t0 = time.perf_counter()
+        timed(bench_serve.measure(ledgers.url(ledgers.largest()), repeats=reps), t0)
     if "startup" in selected:
         t0 = time.perf_counter()
         timed(bench_small.startup(work, repeats=5 if quick else 15), t0)

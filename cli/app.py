@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover - typer releases that depend on click
 
 from cli import audit, db, insight, query, rounds, stats
 from cli import report as report_cmd
+from cli import serve as serve_cmd
 from cli.output import EXIT_INTERNAL, error
 
 HELP_NAMES = ["-h", "--help"]
@@ -50,6 +51,7 @@ query.register(app)
 insight.register(app)
 stats.register(app)
 report_cmd.register(app)
+serve_cmd.register(app)
 audit.register(app)
 app.add_typer(db.app, name="db")
 

@@ -16,6 +16,11 @@ def pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.2f}%"
 
 
+def share(value: float | None) -> str:
+    """A threshold or spread, unsigned: 0.01 -> "1.00%"."""
+    return "—" if value is None else f"{value * 100:.2f}%"
+
+
 def num(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
@@ -35,7 +40,7 @@ def environment() -> Any:
         trim_blocks=False,
         keep_trailing_newline=True,
     )
-    env.filters.update(pct=pct, num=num, kv=kv, describe_flag=describe_flag)
+    env.filters.update(pct=pct, share=share, num=num, kv=kv, describe_flag=describe_flag)
     env.globals.update(glossary=GLOSSARY, decision_meanings=DECISION_MEANINGS, links=None)
     return env
 

@@ -30,6 +30,7 @@ from sqlalchemy import (
     func,
     select,
     text,
+    tuple_,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
@@ -156,8 +157,16 @@ def _describe(exc: BaseException) -> str:
 class Store:
     """An opened ledger database."""
 
-    def __init__(self, url: str, *, create: bool = True, check_schema: bool = True) -> None:
+    def __init__(
+        self, url: str, *, create: bool = True, check_schema: bool = True, read_only: bool = False
+    ) -> None:
+        """`read_only` opens a connection that cannot write: SQLite through a `mode=ro` URI
+        with `query_only`, PostgreSQL with `default_transaction_read_only` (so even a
+        transaction opened for writing is refused by the server). It never creates."""
         self.url = url
+        self.read_only = read_only
+        if read_only:
+            create = False
         parsed = parse_url(url)
         self.dialect = parsed.get_backend_name()
         self.shown_url = parsed.render_as_string(hide_password=True)
@@ -249,17 +258,33 @@ class Store:
 
     def _engine(self, parsed) -> Engine:
         if self.dialect == "sqlite":
-            engine = create_engine(parsed, connect_args={"timeout": self.timeout})
+            if self.read_only and self.path is not None:
+                import sqlite3
+                from urllib.parse import quote
+
+                target = f"file:{quote(str(self.path.absolute()))}?mode=ro"
+                engine = create_engine(
+                    parsed,
+                    creator=lambda: sqlite3.connect(
+                        target, uri=True, timeout=self.timeout, check_same_thread=False
+                    ),
+                )
+            else:
+                engine = create_engine(parsed, connect_args={"timeout": self.timeout})
             timeout_ms = int(self.timeout * 1000)
             database = parsed.database
+            read_only = self.read_only
 
             @event.listens_for(engine, "connect")
             def _connect(dbapi_connection, record) -> None:
                 dbapi_connection.isolation_level = None
                 cursor = dbapi_connection.cursor()
                 cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-                cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = FULL")
+                if read_only:
+                    cursor.execute("PRAGMA query_only = ON")
+                else:
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                    cursor.execute("PRAGMA synchronous = FULL")
                 cursor.execute("PRAGMA foreign_keys = ON")
                 cursor.close()
                 if self.path is not None:  # which file this connection has open
@@ -272,6 +297,12 @@ class Store:
 
             return engine
         try:
+            if self.read_only:
+                return create_engine(
+                    parsed,
+                    pool_pre_ping=True,
+                    connect_args={"options": "-c default_transaction_read_only=on"},
+                )
             return create_engine(parsed, pool_pre_ping=True)
         except ModuleNotFoundError:
             raise StoreUnavailable(
@@ -875,6 +906,7 @@ class RoundFilter:
     since: str | None = None
     until: str | None = None
     limit: int | None = None
+    after: tuple[str, str, int] | None = None  # keyset: (recorded_at, run_id, round) of a row
 
 
 def query_rounds(conn: Connection, f: RoundFilter) -> list[RoundRow]:
@@ -972,6 +1004,8 @@ def rounds_query(f: RoundFilter) -> tuple[Any, dict[str, Any]]:
     if "search" in values:
         escaped = values["search"].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         values["search"] = f"%{escaped}%"
+    if f.after is not None:
+        values["after_at"], values["after_run"], values["after_round"] = f.after
     if f.limit is not None:
         values["limit"] = f.limit
     return _rounds_statement(frozenset(values)), values
@@ -983,6 +1017,11 @@ def _rounds_statement(shape: frozenset[str]):
     for name, condition in _ROUND_FILTERS:
         if name in shape:
             query = query.where(condition(bindparam(name)))
+    if "after_at" in shape:  # the next page: rows after this one in the query's order
+        query = query.where(
+            tuple_(rounds.c.recorded_at, rounds.c.run_id, rounds.c.round)
+            > tuple_(bindparam("after_at"), bindparam("after_run"), bindparam("after_round"))
+        )
     query = query.order_by(rounds.c.recorded_at, rounds.c.run_id, rounds.c.round)
     if "limit" in shape:
         query = query.limit(bindparam("limit"))

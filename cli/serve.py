@@ -1,0 +1,46 @@
+"""serve: a read-only web view of the ledger (pages and a JSON API)."""
+
+from __future__ import annotations
+
+import typer
+
+from cli.common import ledger_url
+from cli.output import say
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def serve(
+    ctx: typer.Context,
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        metavar="ADDR",
+        help="Address to listen on (default: this machine only).",
+    ),
+    port: int = typer.Option(8000, "--port", metavar="N", help="TCP port to listen on."),
+) -> None:
+    """Browse the ledger read-only in a web browser: runs, each run's report with why every
+    round was kept or discarded, event logs with hash checks, kernel diffs, history and
+    checkpoints; the same data as JSON under /api/. The ledger is opened read-only.
+
+    Example: kernel-ledger serve --port 8000   (then open http://127.0.0.1:8000/)
+    """
+    from ledger.errors import InputError
+
+    if not 0 < port < 65536:
+        raise InputError(f"--port must be between 1 and 65535, not {port}")
+    try:
+        import starlette  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise InputError(
+            "serve needs the optional 'serve' extra: pip install 'kernel-ledger[serve]'"
+        ) from None
+    from ledger.web import create_app
+
+    app = create_app(ledger_url(ctx))
+    say(f"serving {app.state.store.shown_url} read-only on http://{host}:{port}/ (Ctrl-C stops)")
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
