@@ -60,6 +60,7 @@ DECISION_COLORS = {
 DECISION_MARKERS = {"KEEP": "o", "DISCARD": "s", "NOISE": "D", "FAIL": "X"}
 ORIGINAL_COLOR = "#1565c0"
 TARGET_COLOR = "#6a1b9a"
+OUTLIER_COLOR = "#b71c1c"
 MAX_CASE_PANELS = 24
 MAX_STRIP_POINTS = 150
 MAX_PROFILE_ROWS = 16
@@ -732,42 +733,19 @@ def _latency_figure(data: ReportData) -> Any:
                 below = int(np.sum(samples < low))
                 outliers += above + below
                 edge = (high - low) * 0.03
-                if above:
-                    ax.plot(
-                        [position],
-                        [high - edge],
-                        marker="^",
-                        ms=6,
-                        color="#b71c1c",
-                        ls="none",
-                        zorder=4,
-                    )
-                    ax.text(
-                        position + 0.22,
-                        high - edge,
-                        str(above),
-                        fontsize=6,
-                        color="#b71c1c",
-                        va="center",
-                    )
-                if below:
-                    ax.plot(
-                        [position],
-                        [low + edge],
-                        marker="v",
-                        ms=6,
-                        color="#b71c1c",
-                        ls="none",
-                        zorder=4,
-                    )
-                    ax.text(
-                        position + 0.22,
-                        low + edge,
-                        str(below),
-                        fontsize=6,
-                        color="#b71c1c",
-                        va="center",
-                    )
+                for count, y, marker in ((above, high - edge, "^"), (below, low + edge, "v")):
+                    if count:
+                        ax.plot(
+                            [position], [y], marker=marker, ms=6, color=OUTLIER_COLOR, ls="none"
+                        )
+                        ax.text(
+                            position + 0.22,
+                            y,
+                            str(count),
+                            fontsize=6,
+                            color=OUTLIER_COLOR,
+                            va="center",
+                        )
             else:
                 ax.plot(
                     [position],
@@ -814,7 +792,7 @@ def _latency_figure(data: ReportData) -> Any:
         Line2D([], [], marker="s", ls="none", mfc="white", mec="black", mew=2, label="best kernel")
     )
     handles.append(
-        Line2D([], [], marker="^", ls="none", color="#b71c1c", label="outliers off axis")
+        Line2D([], [], marker="^", ls="none", color=OUTLIER_COLOR, label="outliers off axis")
     )
     figure.legend(handles=handles, loc="lower center", ncol=4, frameon=False)
     figure.suptitle(

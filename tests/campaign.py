@@ -162,3 +162,12 @@ class Campaign:
         self.rounds_written = round_number
         if decision == "KEEP":
             self.best_kernel = self.root / "kernels" / f"r{round_number}.py"
+
+
+def record_round(cli, c: Campaign, medians: list[float] | None, **kwargs: Any) -> str:
+    """Record the next round of `c` through the CLI runner; returns its decision."""
+    result = cli("record", "--run", c.run_id, "--result", c.round(medians, **kwargs), "--json")
+    assert result.exit_code == 0, result.stderr
+    decision = result.json()["decision"]
+    c.accepted(decision, c.rounds_written + 1)
+    return decision

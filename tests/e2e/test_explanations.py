@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaign import Campaign
-
-
-def record(cli, c: Campaign, medians, **kwargs) -> str:
-    result = cli("record", "--run", c.run_id, "--result", c.round(medians, **kwargs), "--json")
-    assert result.exit_code == 0, result.stderr
-    decision = result.json()["decision"]
-    c.accepted(decision, c.rounds_written + 1)
-    return decision
+from campaign import record_round as record
 
 
 @pytest.fixture

@@ -11,20 +11,13 @@ import pytest
 from markupsafe import escape
 
 from campaign import Campaign
+from campaign import record_round as record
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
-
-
-def record(cli, c: Campaign, medians, **kwargs) -> str:
-    result = cli("record", "--run", c.run_id, "--result", c.round(medians, **kwargs), "--json")
-    assert result.exit_code == 0, result.stderr
-    decision = result.json()["decision"]
-    c.accepted(decision, c.rounds_written + 1)
-    return decision
 
 
 @pytest.fixture
