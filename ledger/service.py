@@ -3,8 +3,8 @@ and ledger/decide.py), append events and
 projections in one transaction. A reader who opens this file sees the whole workflow.
 
     plan     config file  -> RunPlanned, ValidationLinked, MeasurementsRecorded (baseline)
-    record   round result -> RoundSubmitted, ValidationLinked, [MeasurementsRecorded],
-                             RoundDecided
+    record   round result -> [RunReopened], RoundSubmitted, ValidationLinked,
+                             [MeasurementsRecorded], RoundDecided
     analyze  run          -> RunConcluded (once), then analysis.json, report.md, manifest.json
 """
 
@@ -44,6 +44,7 @@ from ledger.events import (
     ProfileRecorded,
     RoundSubmitted,
     RunPlanned,
+    RunReopened,
     ValidationLinked,
 )
 from ledger.evidence import EVIDENCE_EVENT_TYPES, RunEvidence
@@ -75,6 +76,7 @@ class PlanResult:
     run_id: str
     kernel_sha256: str
     case_count: int
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class RecordResult:
     needs_diagnosis: bool
     remaining_rounds: int
     best_kernel_sha256: str
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
 
 
 @dataclass(frozen=True)
@@ -213,12 +216,15 @@ class PlannedRun:
     kernel: KernelFile
 
 
-def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
+def plan_events(
+    doc: JsonFile, config: Any, *, statistics: dict[str, Any] | None = None
+) -> PlannedRun:
     """Check a loaded run configuration and build the events that lock the run.
 
     Shared by `plan` and the legacy importer, so an imported run passes exactly the checks
     a planned one does. Reads the kernel, the baseline files and the validation manifest;
-    writes nothing.
+    writes nothing. `statistics`, when given, replaces the configuration's own `statistics`
+    settings (the JSON-file controller's command line decides on medians alone).
     """
     config_path = doc.path.absolute()
     settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
@@ -226,7 +232,7 @@ def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
 
     # Checked now, and recorded with the bootstrap variant in force, so that a replay tells
     # this run from one planned before the key existed (StatisticsConfig.from_recorded).
-    statistics = StatisticsConfig.planned(config.statistics)
+    statistics = StatisticsConfig.planned(config.statistics if statistics is None else statistics)
     kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
     planned = config.case_ids
     baseline = measured_cases(config.baseline, planned, config_path, "baseline")
@@ -349,6 +355,11 @@ class LedgerService:
         service._open_store = open_store
         return service
 
+    def close(self) -> None:
+        """Close the store, if it was opened."""
+        if self._store is not None:
+            self._store.close()
+
     @property
     def store(self) -> Store:
         if self._store is None:
@@ -454,29 +465,49 @@ class LedgerService:
 
     # --- plan ----------------------------------------------------------------------------
 
-    def plan(self, config_path: Path) -> PlanResult:
-        """Validate a run configuration and lock the run."""
+    def plan(
+        self,
+        config_path: Path,
+        *,
+        statistics: dict[str, Any] | None = None,
+        check: Callable[[Sequence[Event]], None] | None = None,
+    ) -> PlanResult:
+        """Validate a run configuration and lock the run. `statistics` replaces the
+        configuration's statistics settings (see `plan_events`); `check`, a caller's own
+        rule, sees the events about to be appended and raises to refuse them."""
         doc, config = load_config(Path(config_path).absolute())
-        planned = plan_events(doc, config)
+        planned = plan_events(doc, config, statistics=statistics)
         with self.store.transaction() as conn:
             if self.store.stream_head(conn, config.run_id)[0] != 0:
                 raise InputError(f"run {config.run_id!r} is already in the ledger")
+        if check is not None:
+            check(planned.events)
         self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
-        return PlanResult(config.run_id, planned.kernel.ref.sha256, len(config.case_ids))
+        return PlanResult(
+            config.run_id, planned.kernel.ref.sha256, len(config.case_ids), planned.events
+        )
 
     # --- record --------------------------------------------------------------------------
 
-    def record(self, run_id: str, result_path: Path) -> RecordResult:
-        """Record one round: validate it against the run's state, decide, append."""
+    def record(self, run_id: str, result_path: Path, *, reopen: str | None = None) -> RecordResult:
+        """Record one round: validate it against the run's state, decide, append.
+
+        A concluded run accepts no rounds, unless `reopen` gives the reason to take one
+        anyway (as the JSON-file controller does): then RunReopened goes before the round,
+        in the same append, so a refused round leaves the run concluded."""
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
         shown = display(result_path)
         view = self.view(run_id)
         run = view.run
+        items: list[Event] = []
         if view.concluded:
-            raise InputError(
-                f"run {run_id!r} has concluded ({run.conclusion}); it accepts no rounds"
-            )
+            if reopen is None:
+                raise InputError(
+                    f"run {run_id!r} has concluded ({run.conclusion}); it accepts no rounds"
+                )
+            conclusion = str(run.conclusion)
+            items.append(RunReopened(conclusion=conclusion, round=result.round, reason=reopen))
         next_round = run.rounds_recorded + 1
         if next_round > run.max_rounds:
             raise InputError(
@@ -521,10 +552,7 @@ class LedgerService:
             result=recorded_file(result_path, doc.sha256, doc.size),
             result_document=doc.value,
         )
-        items: list[Event] = [
-            submitted,
-            validation_event(result.round, candidate.ref.sha256, validation),
-        ]
+        items += [submitted, validation_event(result.round, candidate.ref.sha256, validation)]
         if measured is not None:
             items.append(
                 MeasurementsRecorded(
@@ -573,6 +601,7 @@ class LedgerService:
             needs_diagnosis=decided.needs_diagnosis,
             remaining_rounds=decided.remaining_rounds,
             best_kernel_sha256=after.run.best_kernel_sha256,
+            events=tuple(items),
         )
 
     # --- profiles and diagnosis ---------------------------------------------------------
@@ -714,6 +743,7 @@ class LedgerService:
                 "ValidationLinked": "validation",
                 "MeasurementsRecorded": "measurements",
                 "RoundDecided": "decision",
+                "RunReopened": "reopened",
             }.get(record.event_type)
             if record.event_type == "ProfileRecorded":
                 detail["profiles"].append(payload)
