@@ -190,6 +190,22 @@ class _RunFolder:
         return view
 
 
+@contextlib.contextmanager
+def _started_on_coverage(output_dir: Path) -> Iterator[None]:
+    """The controller makes the run folder (and round-artifacts/ in it) once the starting
+    manifest is read as passed correctness evidence, before it checks what that evidence
+    covers: a plan refused for coverage leaves the folder so, here as there."""
+    from ledger.errors import CoverageError
+    from ledger.runfolder import ROUND_ARTIFACTS
+
+    try:
+        yield
+    except CoverageError as exc:
+        if exc.status == "passed":
+            (output_dir / ROUND_ARTIFACTS).mkdir(parents=True, exist_ok=True)
+        raise
+
+
 # --- the three steps ---------------------------------------------------------------------
 
 
@@ -212,7 +228,7 @@ def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) 
         validation = next(e for e in events if isinstance(e, ValidationLinked))
         manifest = runfolder.start_manifest(planned, validation, at)
 
-    with _ledger(output_dir, at) as service:
+    with _ledger(output_dir, at) as service, _started_on_coverage(output_dir):
         result = service.plan(config_path, statistics=MEDIANS_ONLY, check=starts_manifest)
     found = runfolder.planned_folder(result.events)
     (output_dir / runfolder.ROUND_ARTIFACTS).mkdir(parents=True, exist_ok=True)
