@@ -229,7 +229,9 @@ def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) 
         manifest = runfolder.start_manifest(planned, validation, at)
 
     with _ledger(output_dir, at) as service, _started_on_coverage(output_dir):
-        result = service.plan(config_path, statistics=MEDIANS_ONLY, check=starts_manifest)
+        result = service.plan(
+            config_path, base_dir=Path.cwd(), statistics=MEDIANS_ONLY, check=starts_manifest
+        )
     found = runfolder.planned_folder(result.events)
     (output_dir / runfolder.ROUND_ARTIFACTS).mkdir(parents=True, exist_ok=True)
     _write_json(output_dir / runfolder.CONFIG, found.config)
@@ -256,7 +258,9 @@ def record(
     at = recorded_at or utc_now()
     with _ledger(output_dir, at) as service:
         run.check_ledger(service)
-        result = service.record(run.run_id, Path(result_path), reopen=REOPEN_REASON)
+        result = service.record(
+            run.run_id, Path(result_path), base_dir=Path.cwd(), reopen=REOPEN_REASON
+        )
     found = runfolder.with_round(run.folder, at, result.events)
     _write_json(output_dir / runfolder.ROUNDS, runfolder.rounds_document(found))
     _write_json(output_dir / runfolder.STATE, found.state)

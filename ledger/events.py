@@ -31,21 +31,26 @@ class Event(BaseModel):
 class FileRef(BaseModel):
     """A file the ledger was given: where it was, and what it held.
 
-    `resolved_path` is where `path` led once symlinks were followed; it is present only when
-    that differs from `path` (so a FileRef without symlinks, and every event recorded before
-    the field existed, serializes exactly as `{path, sha256, size}`)."""
+    `path` is absolute. `written_path` is the path as the input file wrote it, present only
+    when that differs from `path` (a relative path, resolved against the working directory or
+    a manifest's folder). `resolved_path` is where `path` led once symlinks were followed;
+    it is present only when that differs from `path`. So a FileRef of an absolute path
+    without symlinks, and every event recorded before these fields existed, serializes
+    exactly as `{path, sha256, size}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     path: str
     sha256: str
     size: int
     resolved_path: str | None = None
+    written_path: str | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unresolved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        if data.get("resolved_path") is None:
-            data.pop("resolved_path", None)
+        for key in ("resolved_path", "written_path"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 
@@ -69,8 +74,29 @@ class LimitFields(BaseModel):
     max_consecutive_failures: int
 
 
+class NamedPath(BaseModel):
+    """A file an input named that was not there: its absolute path and, when that differs,
+    the path as written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    written_path: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unwritten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("written_path") is None:
+            data.pop("written_path", None)
+        return data
+
+
 class Measurement(BaseModel):
-    """One case's timing as recorded. `samples_us` are kept whole when given."""
+    """One case's timing as recorded. `samples_us` are kept whole when given.
+
+    `source_not_found` is the raw-samples file the row named (`source`) that did not exist:
+    the JSON-file controller never reads that file, so the row's median and repeats stand
+    on their own. It is present only then, so every other measurement serializes as it did
+    before the field existed."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     case_id: str
@@ -79,6 +105,14 @@ class Measurement(BaseModel):
     samples_us: list[float] | None = None
     source: FileRef | None = None
     extra: dict[str, Any] = {}
+    source_not_found: NamedPath | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_found(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("source_not_found") is None:
+            data.pop("source_not_found", None)
+        return data
 
 
 class RunPlanned(Event):

@@ -58,6 +58,7 @@ from ledger.evidence import RunEvidence
 from ledger.hashing import sha256_hex
 from ledger.inputs import (
     RoundResult,
+    base_folder,
     check_validation,
     load_config,
     load_manifest,
@@ -130,9 +131,12 @@ class _Replay:
         self.items.append((event, at))
 
 
-def import_legacy(store: Store, folder: Path) -> LegacyResult:
-    """Replay the folder; append its events in one transaction if everything agrees."""
+def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) -> LegacyResult:
+    """Replay the folder; append its events in one transaction if everything agrees.
+    Relative paths in its files resolve against `workspace` (default: the working
+    directory), where the controller ran."""
     folder = Path(folder).absolute()
+    base = base_folder(workspace)
     if not folder.is_dir():
         raise InputError(f"--legacy {display(folder)} is not a folder")
     files = {
@@ -146,13 +150,13 @@ def import_legacy(store: Store, folder: Path) -> LegacyResult:
     run_id = config.run_id
     planned_at = _time(manifest.created_at, f"{MANIFEST} created_at")
     replay = _Replay()
-    _plan(replay, config_doc, config, planned_at)
+    _plan(replay, config_doc, config, planned_at, base)
     rounds = _rounds(files[ROUNDS])
     for index, value in enumerate(rounds):
-        _round(replay, files[ROUNDS], index, value, run_id, config.parent_run_id)
+        _round(replay, files[ROUNDS], index, value, run_id, config.parent_run_id, base)
     view = replay.view
     assert view is not None
-    _compare_state(replay, files[STATE], view)
+    _compare_state(replay, files[STATE], view, base)
     if manifest.run_id not in (run_id, manifest_run_id(run_id)):
         replay.problems.append(
             f"{MANIFEST} is the manifest of run {manifest.run_id!r}, not of {run_id!r}"
@@ -202,9 +206,9 @@ def _time(value: Any, where: str) -> str:
 # --- the plan ----------------------------------------------------------------------------
 
 
-def _plan(replay: _Replay, doc: JsonFile, config: Any, at: str) -> None:
+def _plan(replay: _Replay, doc: JsonFile, config: Any, at: str, base: Path) -> None:
     """The events `plan` writes, from the same checks."""
-    planned = plan_events(doc, config)
+    planned = plan_events(doc, config, base)
     for event in planned.events:
         replay.add(event, at)
     replay.blobs.append(planned.kernel.content)
@@ -230,6 +234,7 @@ def _round(
     value: dict[str, Any],
     run_id: str,
     parent_run_id: str | None,
+    base: Path,
 ) -> None:
     """Replay one legacy round as `record` would, then compare with what was recorded."""
     path = doc.path.absolute()
@@ -252,7 +257,11 @@ def _round(
             f"but the best kernel after round {run.rounds_recorded} was "
             f"{run.best_kernel_sha256[:12]}…"
         )
-    candidate = read_kernel(resolve(path, result.candidate.path), f"{where}.candidate.path")
+    candidate = read_kernel(
+        resolve(base, result.candidate.path),
+        f"{where}.candidate.path",
+        written=result.candidate.path,
+    )
     recorded_sha = value["candidate"].get("sha256")
     if recorded_sha is None:
         raise InputError(f"legacy {where}: candidate.sha256 is missing")
@@ -263,10 +272,11 @@ def _round(
         )
     planned = [c.case_id for c in view.cases]
     validation = check_validation(
-        resolve(path, result.verification.manifest),
+        resolve(base, result.verification.manifest),
         kernel_sha256=candidate.ref.sha256,
         planned_case_ids=planned,
         allowed_parents=[run_id, parent_run_id],
+        written=result.verification.manifest,
     )
     verification = value["verification"]
     for key, found in (
@@ -281,7 +291,7 @@ def _round(
     measured: list[Measurement] | None = None
     if validation.passed:
         rows = parse_measurements(result.measurements, f"{where}.measurements", display(path))
-        measured = measured_cases(rows, planned, path, f"{where}.measurements")
+        measured = measured_cases(rows, planned, base, f"{where}.measurements")
     at = _time(value.get("recorded_at"), f"{where}.recorded_at")
     submitted = RoundSubmitted(
         round=result.round,
@@ -378,7 +388,7 @@ def _same(recorded: Any, mine: float | None) -> bool:
 # --- state and conclusion ----------------------------------------------------------------
 
 
-def _compare_state(replay: _Replay, doc: JsonFile, view: RunView) -> None:
+def _compare_state(replay: _Replay, doc: JsonFile, view: RunView, base: Path) -> None:
     state = doc.value
     run = view.run
     kept = [r.round for r in view.rounds if r.decision == "KEEP"]
@@ -396,7 +406,7 @@ def _compare_state(replay: _Replay, doc: JsonFile, view: RunView) -> None:
             replay.problems.append(f"{STATE} {key} is {state[key]!r}, replay gives {mine!r}")
     if "current_best_path" not in state or not isinstance(state["current_best_path"], str):
         replay.problems.append(f"{STATE} has no current_best_path")
-    elif str(resolve(doc.path.absolute(), state["current_best_path"])) != run.best_kernel_path:
+    elif str(resolve(base, state["current_best_path"])) != run.best_kernel_path:
         replay.problems.append(
             f"{STATE} current_best_path {state['current_best_path']!r} is not the best kernel "
             f"{run.best_kernel_path!r}"

@@ -796,6 +796,12 @@ def _section_latency(data: ReportData, svg: str | None) -> str:
         if shown > MAX_CASE_PANELS
         else ""
     )
+    missing = [m.case_id for m in data.baseline if m.source_not_found is not None]
+    if missing:
+        note += (
+            f" The baseline named samples files that were not found (samples-file-not-found: "
+            f"{', '.join(missing)}); its medians stand as recorded."
+        )
     caption = (
         f"{_e(timing_label(data.target))}. orig is the original kernel, rN round N's "
         f"candidate (FAIL rounds are never measured); the best kernel (round "

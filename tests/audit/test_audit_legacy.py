@@ -56,7 +56,9 @@ def test_the_committed_fixtures_are_what_the_generator_writes(tmp_path):
 
 
 def test_a_good_folder_imports_verifies_and_passes_the_gate(cli):
-    result = cli("import", "--legacy", FIXTURES / "good", "--json")
+    result = cli(
+        "import", "--legacy", FIXTURES / "good", "--workspace", FIXTURES / "good", "--json"
+    )
     assert result.exit_code == 0, result.stderr
     body = result.json()
     assert body["status"] == "imported" and body["run_id"] == RUN_ID
@@ -72,7 +74,7 @@ def test_a_good_folder_imports_verifies_and_passes_the_gate(cli):
         "analysis.json",
     }
     assert cli("verify").exit_code == 0
-    again = cli("import", "--legacy", FIXTURES / "good", "--json")
+    again = cli("import", "--legacy", FIXTURES / "good", "--workspace", FIXTURES / "good", "--json")
     assert again.exit_code == 0 and again.json()["status"] == "unchanged"
     assert event_count(cli.db_url) == body["events"] == 24
     status = cli("status", "--run", RUN_ID, "--json").json()["run"]
@@ -87,7 +89,14 @@ def test_a_good_folder_imports_verifies_and_passes_the_gate(cli):
 
 
 def test_an_unfinished_folder_imports_without_a_conclusion(cli):
-    result = cli("import", "--legacy", FIXTURES / "in-progress", "--json")
+    result = cli(
+        "import",
+        "--legacy",
+        FIXTURES / "in-progress",
+        "--workspace",
+        FIXTURES / "in-progress",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     body = result.json()
     assert body["concluded"] is False and body["decisions"] == ["KEEP", "DISCARD"]
@@ -104,7 +113,9 @@ def test_an_unfinished_folder_imports_without_a_conclusion(cli):
     ],
 )
 def test_a_folder_that_disagrees_with_the_replay_is_refused(cli, folder, disagreement):
-    result = cli("import", "--legacy", FIXTURES / folder, "--json")
+    result = cli(
+        "import", "--legacy", FIXTURES / folder, "--workspace", FIXTURES / folder, "--json"
+    )
     assert result.exit_code == 2
     body = result.json()
     assert body["status"] == "error" and body["exit_code"] == 2
@@ -114,7 +125,7 @@ def test_a_folder_that_disagrees_with_the_replay_is_refused(cli, folder, disagre
     assert result.stderr.startswith(f"Error: legacy run '{RUN_ID}'")
     assert len(result.stderr.splitlines()) == 1
     assert event_count(cli.db_url) == 0
-    plain = cli("import", "--legacy", FIXTURES / folder)
+    plain = cli("import", "--legacy", FIXTURES / folder, "--workspace", FIXTURES / folder)
     assert plain.exit_code == 2 and disagreement in plain.stderr
 
 
@@ -144,7 +155,7 @@ def test_every_disagreement_is_reported(sqlite_url, tmp_path):
     _edit(folder / "analysis.json", lambda a: a.update(status="failed"))
     store = Store(sqlite_url)
     with pytest.raises(LegacyRejected) as info:
-        import_legacy(store, folder)
+        import_legacy(store, folder, workspace=folder)
     problems = info.value.problems
     assert any(p.startswith("round 1: recorded relative_improvement_vs_current") for p in problems)
     assert any(p.startswith("round 3: recorded KEEP, but the rules give NOISE") for p in problems)
@@ -174,7 +185,7 @@ def test_broken_folders_are_refused_with_one_line(cli, tmp_path, damage, message
         (folder / "state.json").unlink()
     elif damage == "bad-time":
         _edit(folder / "rounds.json", lambda d: d["rounds"][1].update(recorded_at="yesterday"))
-    result = cli("import", "--legacy", folder, "--json")
+    result = cli("import", "--legacy", folder, "--workspace", folder, "--json")
     assert result.exit_code == 2
     assert message in result.json()["error"]
     assert event_count(cli.db_url) == 0

@@ -33,7 +33,6 @@ OBJECTIVE = {
 }
 CASES = [{"id": "fp16-128x257", "weight": 1.0}, {"id": "fp32-64x1024", "weight": 2}]
 IDS = [c["id"] for c in CASES]
-ABSOLUTE = True  # relative paths resolve against the working directory once ledger/ does
 
 
 def rows(*medians: float) -> list[dict]:
@@ -53,7 +52,7 @@ class Pair:
         self.controller = Workspace.make(tmp_path / "controller", SOURCE, dropin=False)
         self.dropin = Workspace.make(tmp_path / "dropin", SOURCE, dropin=True)
         self.dropin.in_process = in_process
-        self.inputs = Inputs([self.controller.root, self.dropin.root], run_id, absolute=ABSOLUTE)
+        self.inputs = Inputs([self.controller.root, self.dropin.root], run_id)
         self.folder = RUNS / run_id
 
     def step(self, *args: str, fails: tuple[str, ...] | None = None) -> dict:
@@ -117,7 +116,7 @@ def start(pair: Pair, *, max_rounds: int = 5, failures: int = 3, **extra) -> dic
         cases=CASES,
         baseline=[
             {"case_id": IDS[0], "median_us": 18.0, "repeats": 50},
-            {"case_id": IDS[1], "median_us": 40.5, "repeats": 50},
+            {"case_id": IDS[1], "median_us": 40.5, "repeats": 50, "source": "raw/none.json"},
         ],
         objective=OBJECTIVE,
         max_rounds=max_rounds,
