@@ -34,6 +34,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "SCHEMA_VERSION",
+    "OptimizationError",
+    "RunManifestError",
+    "analyze",
+    "build_parser",
+    "main",
+    "plan",
+    "record",
+    "run",
+    "utc_now",
+]
+
+SCHEMA_VERSION = 1
+
 MEDIANS_ONLY = {"min_samples": 2**53 - 1}
 """The statistics settings of a run planned here: no case ever has this many raw samples, so
 every decision is the contract's on the medians, exactly as the controller decides."""

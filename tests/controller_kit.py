@@ -28,14 +28,10 @@ SCRIPT = SKILL / "scripts" / "triton_optimization.py"
 RUNS = Path(".vaws-local/ascend-triton/optimization")
 STAMP = "2026-11-02T09:00:00Z"
 
-WRAPPER = '''#!/usr/bin/env python3
-"""Plan, record, and analyze optimization rounds: kernel-ledger's drop-in."""
-from cli.triton_optimization import *  # noqa: F403
-from cli.triton_optimization import run
-
+WRAPPER = """from cli.triton_optimization import *  # kernel-ledger's drop-in (docs/migration.md)
 if __name__ == "__main__":
     run()
-'''
+"""
 """The script an existing workspace puts in place of the controller (docs/migration.md)."""
 
 
