@@ -265,6 +265,17 @@ class RunConcluded(Event):
     best_kernel: BestKernel
 
 
+class RunReopened(Event):
+    """A concluded run took another round, as the JSON-file controller allows (its `record`
+    accepts a round after `analyze`). The conclusion stays in the history; the run is active
+    again until it is concluded anew. Appended together with the round that reopens it."""
+
+    event_type: ClassVar[str] = "RunReopened"
+    conclusion: Literal["passed", "failed", "inconclusive"]
+    round: int
+    reason: str
+
+
 class ProfileRecorded(Event):
     """Profiler output for one kernel of the run, normalized to signals and attributed."""
 
@@ -291,6 +302,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RoundSubmitted,
         RoundDecided,
         RunConcluded,
+        RunReopened,
         ProfileRecorded,
         DiagnosisRecorded,
         NoiseMeasured,

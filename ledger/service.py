@@ -3,8 +3,8 @@ and ledger/decide.py), append events and
 projections in one transaction. A reader who opens this file sees the whole workflow.
 
     plan     config file  -> RunPlanned, ValidationLinked, MeasurementsRecorded (baseline)
-    record   round result -> RoundSubmitted, ValidationLinked, [MeasurementsRecorded],
-                             RoundDecided
+    record   round result -> [RunReopened], RoundSubmitted, ValidationLinked,
+                             [MeasurementsRecorded], RoundDecided
     analyze  run          -> RunConcluded (once), then analysis.json, report.md, manifest.json
 """
 
@@ -46,6 +46,7 @@ from ledger.events import (
     ProfileRecorded,
     RoundSubmitted,
     RunPlanned,
+    RunReopened,
     ValidationLinked,
 )
 from ledger.evidence import EVIDENCE_EVENT_TYPES, RunEvidence
@@ -79,6 +80,7 @@ class PlanResult:
     kernel_sha256: str
     case_count: int
     samples_not_found: tuple[str, ...] = ()  # baseline cases whose `source` was not there
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class RecordResult:
     best_kernel_sha256: str
     flags: tuple[str, ...] = ()
     samples_not_found: tuple[str, ...] = ()  # cases whose `source` was not there
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
 
 
 @dataclass(frozen=True)
@@ -241,13 +244,17 @@ class PlannedRun:
     kernel: KernelFile
 
 
-def plan_events(doc: JsonFile, config: Any, base_dir: Path) -> PlannedRun:
+def plan_events(
+    doc: JsonFile, config: Any, base_dir: Path, *, statistics: dict[str, Any] | None = None
+) -> PlannedRun:
     """Check a loaded run configuration and build the events that lock the run.
 
     Shared by `plan` and the legacy importer, so an imported run passes exactly the checks
     a planned one does. Relative paths in the configuration resolve against `base_dir` (the
     working directory, as for the JSON-file controller). Reads the kernel, the baseline
-    files and the validation manifest; writes nothing.
+    files and the validation manifest; writes nothing. `statistics`, when given, replaces
+    the configuration's own `statistics` settings (the JSON-file controller's command line
+    decides on medians alone).
     """
     config_path = doc.path.absolute()
     settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
@@ -255,7 +262,7 @@ def plan_events(doc: JsonFile, config: Any, base_dir: Path) -> PlannedRun:
 
     # Checked now, and recorded with the bootstrap variant in force, so that a replay tells
     # this run from one planned before the key existed (StatisticsConfig.from_recorded).
-    statistics = StatisticsConfig.planned(config.statistics)
+    statistics = StatisticsConfig.planned(config.statistics if statistics is None else statistics)
     kernel = read_kernel(
         resolve(base_dir, config.kernel.path), "kernel.path", written=config.kernel.path
     )
@@ -381,6 +388,11 @@ class LedgerService:
         service._open_store = open_store
         return service
 
+    def close(self) -> None:
+        """Close the store, if it was opened."""
+        if self._store is not None:
+            self._store.close()
+
     @property
     def store(self) -> Store:
         if self._store is None:
@@ -486,14 +498,25 @@ class LedgerService:
 
     # --- plan ----------------------------------------------------------------------------
 
-    def plan(self, config_path: Path, *, base_dir: Path | None = None) -> PlanResult:
+    def plan(
+        self,
+        config_path: Path,
+        *,
+        base_dir: Path | None = None,
+        statistics: dict[str, Any] | None = None,
+        check: Callable[[Sequence[Event]], None] | None = None,
+    ) -> PlanResult:
         """Validate a run configuration and lock the run. Relative paths in the configuration
-        resolve against `base_dir` (default: the working directory)."""
+        resolve against `base_dir` (default: the working directory). `statistics` replaces the
+        configuration's statistics settings (see `plan_events`); `check`, a caller's own
+        rule, sees the events about to be appended and raises to refuse them."""
         doc, config = load_config(Path(config_path).absolute())
-        planned = plan_events(doc, config, base_folder(base_dir))
+        planned = plan_events(doc, config, base_folder(base_dir), statistics=statistics)
         with self.store.transaction() as conn:
             if self.store.stream_head(conn, config.run_id)[0] != 0:
                 raise InputError(f"run {config.run_id!r} is already in the ledger")
+        if check is not None:
+            check(planned.events)
         self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
         baseline = planned.events[2]
         assert isinstance(baseline, MeasurementsRecorded)
@@ -502,26 +525,40 @@ class LedgerService:
             planned.kernel.ref.sha256,
             len(config.case_ids),
             tuple(samples_not_found(baseline)),
+            planned.events,
         )
 
     # --- record --------------------------------------------------------------------------
 
     def record(
-        self, run_id: str, result_path: Path, *, base_dir: Path | None = None
+        self,
+        run_id: str,
+        result_path: Path,
+        *,
+        base_dir: Path | None = None,
+        reopen: str | None = None,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
         paths in the round result resolve against `base_dir` (default: the working
-        directory)."""
+        directory).
+
+        A concluded run accepts no rounds, unless `reopen` gives the reason to take one
+        anyway (as the JSON-file controller does): then RunReopened goes before the round,
+        in the same append, so a refused round leaves the run concluded."""
         base = base_folder(base_dir)
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
         shown = display(result_path)
         view = self.view(run_id)
         run = view.run
+        items: list[Event] = []
         if view.concluded:
-            raise InputError(
-                f"run {run_id!r} has concluded ({run.conclusion}); it accepts no rounds"
-            )
+            if reopen is None:
+                raise InputError(
+                    f"run {run_id!r} has concluded ({run.conclusion}); it accepts no rounds"
+                )
+            conclusion = str(run.conclusion)
+            items.append(RunReopened(conclusion=conclusion, round=result.round, reason=reopen))
         next_round = run.rounds_recorded + 1
         if next_round > run.max_rounds:
             raise InputError(
@@ -569,10 +606,7 @@ class LedgerService:
             result=recorded_file(result_path, doc.sha256, doc.size),
             result_document=doc.value,
         )
-        items: list[Event] = [
-            submitted,
-            validation_event(result.round, candidate.ref.sha256, validation),
-        ]
+        items += [submitted, validation_event(result.round, candidate.ref.sha256, validation)]
         if measured is not None:
             items.append(
                 MeasurementsRecorded(
@@ -623,6 +657,7 @@ class LedgerService:
             best_kernel_sha256=after.run.best_kernel_sha256,
             flags=tuple(decided.flags),
             samples_not_found=tuple(samples_not_found(evidence.measured.get(decided.round))),
+            events=tuple(items),
         )
 
     # --- profiles and diagnosis ---------------------------------------------------------
@@ -766,6 +801,7 @@ class LedgerService:
                 "ValidationLinked": "validation",
                 "MeasurementsRecorded": "measurements",
                 "RoundDecided": "decision",
+                "RunReopened": "reopened",
             }.get(record.event_type)
             if record.event_type == "ProfileRecorded":
                 detail["profiles"].append(payload)
