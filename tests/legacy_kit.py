@@ -9,7 +9,6 @@ only, so tests/fixtures/legacy/make_controller_runs.py can use it outside the te
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -19,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from campaign import OBJECTIVE, sha256
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,10 +45,6 @@ STAMP = "2026-11-20T09:00:00Z"
 
 def reference_available() -> bool:
     return (REFERENCE / SCRIPT).is_file()
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write_json(path: Path, value: Any) -> Path:
@@ -156,14 +153,7 @@ class Scenario:
     cases: list[tuple[str, float]]
     baseline: list[float]
     rounds: list[Round]
-    objective: dict[str, float] = field(
-        default_factory=lambda: {
-            "target_relative_improvement": 0.10,
-            "min_relative_improvement": 0.01,
-            "noise_floor": 0.005,
-            "max_case_regression": 0.02,
-        }
-    )
+    objective: dict[str, float] = field(default_factory=lambda: dict(OBJECTIVE))
     max_rounds: int = 8
     max_consecutive_failures: int = 3
     analyze_after: list[int] = field(default_factory=list)  # analyze after this many rounds
