@@ -448,16 +448,28 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
                 "conclusion": result.conclusion,
                 "best_kernel_sha256": result.best_kernel_sha256,
                 "legacy_files": result.legacy_files,
+                "reopened_rounds": result.reopened_rounds,
+                "notes": result.notes,
             }
         )
-    elif result.status == "imported":
+        return
+    if result.status == "imported":
+        concluded = ""
+        if result.reopened_rounds:
+            concluded = (
+                f", concluded {result.conclusion}, then reopened by rounds "
+                f"{', '.join(map(str, result.reopened_rounds))} (recorded after analyze)"
+            )
+        elif result.concluded:
+            concluded = f", concluded {result.conclusion}"
         say(
             f"imported legacy run {result.run_id}: {result.rounds} rounds "
-            f"({', '.join(result.decisions) or 'none'}), {result.events} events"
-            + (f", concluded {result.conclusion}" if result.concluded else "")
+            f"({', '.join(result.decisions) or 'none'}), {result.events} events" + concluded
         )
     else:
         say(f"legacy run {result.run_id} is already in the ledger; nothing to import")
+    for note in result.notes:
+        say(f"  note: {note}")
 
 
 # --- check-merge ---------------------------------------------------------------------------

@@ -28,7 +28,22 @@ class Event(BaseModel):
         return canonical(self.payload(), string_keys=True)
 
 
-class FileRef(BaseModel):
+class _OmitsUnset(BaseModel):
+    """A model whose `OMITTED` fields are left out of its payload while they are None, so
+    a value recorded before those fields existed serializes exactly as it did."""
+
+    OMITTED: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in self.OMITTED:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+class FileRef(_OmitsUnset):
     """A file the ledger was given: where it was, and what it held.
 
     `path` is absolute. `written_path` is the path as the input file wrote it, present only
@@ -39,19 +54,12 @@ class FileRef(BaseModel):
     exactly as `{path, sha256, size}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    OMITTED: ClassVar[tuple[str, ...]] = ("resolved_path", "written_path")
     path: str
     sha256: str
     size: int
     resolved_path: str | None = None
     written_path: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_unresolved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        for key in ("resolved_path", "written_path"):
-            if data.get(key) is None:
-                data.pop(key, None)
-        return data
 
 
 class CaseWeight(BaseModel):
@@ -74,23 +82,17 @@ class LimitFields(BaseModel):
     max_consecutive_failures: int
 
 
-class NamedPath(BaseModel):
+class NamedPath(_OmitsUnset):
     """A file an input named that was not there: its absolute path and, when that differs,
     the path as written."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    OMITTED: ClassVar[tuple[str, ...]] = ("written_path",)
     path: str
     written_path: str | None = None
 
-    @model_serializer(mode="wrap")
-    def _omit_unwritten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("written_path") is None:
-            data.pop("written_path", None)
-        return data
 
-
-class Measurement(BaseModel):
+class Measurement(_OmitsUnset):
     """One case's timing as recorded. `samples_us` are kept whole when given.
 
     `source_not_found` is the raw-samples file the row named (`source`) that did not exist:
@@ -99,6 +101,7 @@ class Measurement(BaseModel):
     before the field existed."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found",)
     case_id: str
     median_us: float
     repeats: int
@@ -106,13 +109,6 @@ class Measurement(BaseModel):
     source: FileRef | None = None
     extra: dict[str, Any] = {}
     source_not_found: NamedPath | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_found(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("source_not_found") is None:
-            data.pop("source_not_found", None)
-        return data
 
 
 class RunPlanned(Event):
