@@ -180,17 +180,24 @@ class _RunFolder:
         self.folder = Folder(config=config, state=state, rounds=listed)
 
     def check_ledger(self, service: Any) -> Any:
-        """The run's view in the ledger, which must stand where the folder stands."""
+        """The run's view in the ledger, which must stand where the folder stands. A folder
+        the controller wrote before the switch, whose run the ledger does not hold yet, is
+        imported first (`kernel-ledger import --legacy`, relative paths against the working
+        directory), so a campaign can change controllers between two rounds."""
         from ledger.errors import InputError
+        from ledger.legacy import import_legacy
 
         try:
             view = service.view(self.run_id)
         except InputError:
-            raise OptimizationError(
-                f"run {self.run_id!r} of {self.path} is not in the ledger "
-                f"{service.store.shown_url}: import the folder first "
-                "(kernel-ledger import --legacy)"
-            ) from None
+            try:
+                import_legacy(service.store, self.path, workspace=Path.cwd())
+            except InputError as exc:
+                raise OptimizationError(
+                    f"run {self.run_id!r} of {self.path} is not in the ledger "
+                    f"{service.store.shown_url}, and the folder does not import: {exc.message}"
+                ) from None
+            view = service.view(self.run_id)
         state = self.folder.state
         if (
             state.get("next_round") != view.run.rounds_recorded + 1

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from controller_kit import REPO, RUNS, SKILL, WRAPPER, Inputs, Workspace, reference
+from controller_kit import REPO, RUNS, SCRIPT, SKILL, WRAPPER, Inputs, Workspace, reference
 
 SOURCE = reference()
 pytestmark = pytest.mark.skipif(SOURCE is None, reason="the reference controller is absent")
@@ -46,12 +46,17 @@ class Pair:
     """The controller's workspace and the drop-in's, driven step by step."""
 
     def __init__(
-        self, tmp_path: Path, run_id: str = "softmax-optimization-001", *, in_process: bool = True
+        self,
+        tmp_path: Path,
+        run_id: str = "softmax-optimization-001",
+        *,
+        in_process: bool = True,
+        switched: bool = True,
     ) -> None:
         assert SOURCE is not None
         self.controller = Workspace.make(tmp_path / "controller", SOURCE, dropin=False)
-        self.dropin = Workspace.make(tmp_path / "dropin", SOURCE, dropin=True)
-        self.dropin.in_process = in_process
+        self.dropin = Workspace.make(tmp_path / "dropin", SOURCE, dropin=switched)
+        self.dropin.in_process = in_process and switched
         self.inputs = Inputs([self.controller.root, self.dropin.root], run_id)
         self.folder = RUNS / run_id
 
@@ -85,6 +90,11 @@ class Pair:
 
     def analyze(self, **kwargs) -> dict:
         return self.step("analyze", "--output-dir", str(self.folder), **kwargs)
+
+    def switch(self) -> None:
+        """The second workspace replaces its controller with the wrapper, mid-campaign."""
+        (self.dropin.root / SCRIPT).write_text(WRAPPER, encoding="utf-8")
+        self.dropin.dropin = self.dropin.in_process = True
 
     def remove_folder(self) -> None:
         for side in (self.controller, self.dropin):
@@ -285,6 +295,28 @@ def test_diagnosis_and_failed_conclusion_agree(tmp_path: Path) -> None:
         assert out["decision"] == "FAIL"
     assert out["needs_diagnosis"] is True
     assert pair.analyze()["status"] == "failed"
+
+
+@pytest.mark.parametrize("after_analyze", [False, True])
+def test_a_workspace_switches_controllers_between_two_rounds(tmp_path, after_analyze) -> None:
+    """Rounds begun with the controller go on with the drop-in: the folder is imported into
+    the ledger on the first step, and every later step agrees with the controller's."""
+    pair = Pair(tmp_path, switched=False)
+    k = start(pair, max_rounds=4)
+    i = pair.inputs
+    r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), rows(16.5, 38.0))
+    assert pair.record(r1)["decision"] == "KEEP"
+    if after_analyze:
+        assert pair.analyze()["status"] == "inconclusive"
+    pair.switch()
+    r2 = i.round(2, k["v1"], k["v2"], validated(pair, "r2", k["v2"]), rows(14.0, 33.0))
+    assert pair.record(r2)["decision"] == "KEEP"
+    if after_analyze:
+        pair.analyze(fails=(r"analysis",))
+    else:
+        assert pair.analyze()["status"] == "passed"
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def test_the_controllers_own_tests_pass_against_the_drop_in(tmp_path: Path) -> None:

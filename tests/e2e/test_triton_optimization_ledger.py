@@ -171,10 +171,21 @@ def test_the_ledger_is_kernel_ledger_db_when_set(setup, monkeypatch, tmp_path) -
     monkeypatch.setenv("KERNEL_LEDGER_DB", f"sqlite:///{db}")
     dropin.plan(folder, config_path=campaign.config(), created_at=NOW)
     assert db.exists() and not (folder.parent / "ledger.sqlite3").exists()
-    # a folder whose run the ledger does not hold is refused, naming the way in
+    # a folder whose run another ledger does not hold yet is imported into it first
+    other = tmp_path / "other.sqlite3"
+    monkeypatch.setenv("KERNEL_LEDGER_DB", f"sqlite:///{other}")
+    dropin.record(folder, result_path=campaign.round([15.0, 35.0, 22.0]), recorded_at=NOW)
+    assert isinstance(events(other)[0], RunPlanned)
+    assert len(events(other)) == len(events(db)) + 4
+
+
+def test_a_folder_that_does_not_import_is_refused(setup, monkeypatch, tmp_path) -> None:
+    campaign, folder = setup
+    dropin.plan(folder, config_path=campaign.config(), created_at=NOW)
+    (folder / "manifest.json").unlink()
     monkeypatch.setenv("KERNEL_LEDGER_DB", f"sqlite:///{tmp_path / 'other.sqlite3'}")
-    with pytest.raises(dropin.OptimizationError, match=r"not in the ledger.*import --legacy"):
-        dropin.record(folder, result_path=campaign.round([15.0, 35.0, 22.0]), recorded_at=NOW)
+    with pytest.raises(dropin.OptimizationError, match=r"not in the ledger.*does not import"):
+        dropin.analyze(folder, updated_at=NOW)
 
 
 def test_a_folder_that_disagrees_with_the_ledger_is_refused(setup) -> None:
