@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.bottleneck import FLOOR_ABOVE_MEASURED, TARGET_EXCEEDS_HEADROOM, Bottleneck
+from ledger.bottleneck import FLOOR_ABOVE_MEASURED, MIXED, TARGET_EXCEEDS_HEADROOM, Bottleneck
+from ledger.controller import SAMPLES_NOT_FOUND
 from ledger.decide import weighted_improvement
 from ledger.events import (
     Event,
@@ -26,6 +27,7 @@ from ledger.events import (
     RoundDecided,
     RunPlanned,
 )
+from ledger.projections import REOPENED_FLAG
 from ledger.stats import FLAG_DRIFT_UNESTIMATED
 
 # Every flag the ledger writes: on a decision (RoundDecided.flags, the rounds table), on a
@@ -48,6 +50,18 @@ GLOSSARY: dict[str, str] = {
     "retried-mechanism": (
         "While the run needed diagnosis, the round changed the same mechanism as earlier "
         "rounds that were not kept (listed in retried_rounds)."
+    ),
+    SAMPLES_NOT_FOUND: (
+        "A measurement named a raw-samples file that was not found when the round was "
+        "recorded; its median stands as given, and no samples of that case were stored."
+    ),
+    REOPENED_FLAG: (
+        "History: the round was recorded after its run had concluded once (RunReopened), "
+        "on the caller's stated reason."
+    ),
+    MIXED: (
+        "Profile: two pipe families' shares of the kernel's time were within the mixed margin "
+        "of each other; the runner-up is named as well."
     ),
     TARGET_EXCEEDS_HEADROOM: (
         "Profile: the run's target improvement is larger than the headroom left between the "

@@ -45,6 +45,7 @@ from ledger.events import (
     RoundSubmitted,
     RunConcluded,
     RunPlanned,
+    RunReopened,
     ValidationLinked,
 )
 from ledger.explain import NoiseSummary, explain, noise_summary
@@ -217,8 +218,8 @@ class ReportData:
             how = (
                 "Boxes and dots are the raw per-repeat samples (box: quartiles and median; "
                 "whiskers: 1.5 IQR); a diamond is a median recorded without samples. The axis "
-                "is robust: it spans the bulk of the samples, and a sample beyond it is drawn "
-                "as a triangle at the edge (outliers, counted in the panel)."
+                "spans every box's whiskers and the medians, and a sample beyond it is an "
+                "outlier, drawn as a triangle at the edge and counted in the panel title."
             )
         else:
             how = "No raw samples were recorded: each diamond is the recorded median."
@@ -228,6 +229,12 @@ class ReportData:
             if shown > MAX_CASE_PANELS
             else ""
         )
+        missing = [m.case_id for m in self.baseline if m.source_not_found is not None]
+        if missing:
+            note += (
+                " The baseline named samples files that were not found (samples-file-not-found: "
+                f"{', '.join(missing)}); its medians stand as recorded."
+            )
         return (
             f"{self.timing_label}, drawn relative to the original kernel's median of each case "
             "(0% = the original; below 0 is faster). orig is the original kernel, rN round "
@@ -443,11 +450,19 @@ def _collect(
         rounds=tuple(rounds),
         profiles=tuple(profiles),
         diagnoses=tuple(e for e in events if isinstance(e, DiagnosisRecorded)),
-        conclusion=next((e for e in events if isinstance(e, RunConcluded)), None),
+        conclusion=_standing_conclusion(events),
         verification=verification,
         unreadable_events=unreadable,
         noise=noise_summary(events),
     )
+
+
+def _standing_conclusion(events: Sequence[Event]) -> RunConcluded | None:
+    """The run's latest conclusion, unless a RunReopened came after it."""
+    for event in reversed(events):
+        if isinstance(event, RunConcluded | RunReopened):
+            return event if isinstance(event, RunConcluded) else None
+    return None
 
 
 def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
@@ -459,6 +474,7 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
     else:
         label = f"kernel {event.kernel_sha256[:10]}"
     evidence = attribution.get("evidence") or ()
+    evidence = [*evidence, *_profile_notes(attribution)] if isinstance(evidence, list) else ()
     return ProfileEntry(
         label=label,
         subject=event.subject,
@@ -473,6 +489,19 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
         first_experiment=attribution.get("first_experiment"),
         flags=tuple(str(f) for f in attribution.get("flags") or ()),
     )
+
+
+def _profile_notes(attribution: dict) -> list[str]:
+    """Each shape's own class and the reader's notes, as the event stores them."""
+    shapes = attribution.get("shapes") or []
+    notes = attribution.get("notes") or []
+    lines = [
+        f"shape {s.get('shape') or '(none)'}: {s.get('bottleneck')} ({s.get('launches')} "
+        f"launch(es))"
+        for s in shapes
+        if isinstance(s, dict)
+    ]
+    return lines + [f"note: {n}" for n in notes if isinstance(n, str)]
 
 
 # --- writing ------------------------------------------------------------------------------
