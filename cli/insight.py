@@ -168,6 +168,8 @@ def show(
         if check:
             verdict = {True: "confirmed", False: "refuted", None: "unknown"}[check["confirmed"]]
             say(f"  mechanism check: {check['metric']} {check['direction']} — {verdict}")
+        if decision.get("flags"):
+            say(f"  flags: {', '.join(decision['flags'])}")
         if decision.get("retried_rounds"):
             say(f"  retries the mechanism of failed rounds {decision['retried_rounds']}")
     why = detail.get("explanation")

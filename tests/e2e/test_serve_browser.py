@@ -228,7 +228,7 @@ def test_the_rounds_of_a_run_say_why_and_the_chart_marks_outliers(server, browse
         box = page.locator("#rounds th", has_text=header).first.bounding_box()
         assert box is not None and box["x"] + box["width"] <= 800
     caption = page.inner_text("#chart-latency figcaption")
-    assert "relative to the original" in caption and "outliers" in caption
+    assert "relative to the original" in caption and "outlier" in caption
     details = page.locator("details.raw")
     assert not details.locator("table").is_visible()
     details.locator("summary").click()
