@@ -243,6 +243,7 @@ def checkpoint(
         None, "--sign", metavar="KEYFILE", help="Sign the note with this Ed25519 signer key."
     ),
     out: str = typer.Option(None, "--out", metavar="FILE", help="Also write the note to FILE."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
     generate_key: str = typer.Option(
         None,
         "--generate-key",
@@ -259,7 +260,7 @@ def checkpoint(
 
     Example: kernel-ledger checkpoint --out checkpoint.txt
     """
-    from ledger import audit
+    from ledger import audit, files
     from ledger.errors import InputError
     from ledger.service import utc_now
 
@@ -268,7 +269,7 @@ def checkpoint(
             raise InputError("--generate-key makes a key and stops; it takes no --sign or --out")
         store = open_store(ctx)
         path = input_path(generate_key, "--generate-key")
-        verifier = audit.generate_key(path, audit.ledger_origin(store))
+        verifier = audit.generate_key(path, audit.ledger_origin(store), store.ledger_files())
         if as_json:
             emit_json({"status": "ok", "signer_key_file": str(path), "verifier_key": verifier})
         else:
@@ -276,17 +277,16 @@ def checkpoint(
         return
     signer = _key(sign, "--sign")
     out_path = input_path(out, "--out") if out is not None else None
-    if out_path is not None and out_path.is_dir():
-        raise InputError(f"--out {out_path} is a folder; name the file to write")
     store = open_store(ctx)
+    if out_path is not None:  # refused before the ledger is verified and the note stored
+        files.check_output(out_path, force=force, protected=store.ledger_files())
     on_progress, finish = _progress(as_json)
     made = audit.make_checkpoint(store, signer_key=signer, clock=utc_now, on_progress=on_progress)
     finish()
     if out_path is not None:
-        try:
-            out_path.write_text(made.note, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+        files.write_output(
+            out_path, made.note.encode("utf-8"), force=force, protected=store.ledger_files()
+        )
     if as_json:
         emit_json(
             {
@@ -313,6 +313,7 @@ def export(
     ctx: typer.Context,
     run: str = typer.Option(..., "--run", metavar="ID", help="The run to export."),
     out: str = typer.Option(..., "--out", metavar="FILE", help="The bundle file to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
     checkpoint: list[str] = typer.Option(
         None,
         "--checkpoint",
@@ -329,7 +330,8 @@ def export(
     from ledger.bundle import export_run
 
     notes = [n for n in (_note(c) for c in checkpoint or []) if n is not None]
-    result = export_run(open_store(ctx), run, input_path(out, "--out"), pinned_notes=notes)
+    out_path = input_path(out, "--out")
+    result = export_run(open_store(ctx), run, out_path, pinned_notes=notes, force=force)
     if as_json:
         emit_json(
             {
@@ -526,7 +528,8 @@ def checkout(
 
     if out is None and as_json:
         raise InputError("--json prints a JSON object; name the kernel file with --out")
-    restored = restore_kernel(open_store(ctx), run, round_no)
+    store = open_store(ctx)
+    restored = restore_kernel(store, run, round_no)
     if out is None:
         sys.stdout.flush()
         if hasattr(sys.stdout, "buffer"):
@@ -535,7 +538,7 @@ def checkout(
         else:  # a text-only stream (tests): the source as text
             sys.stdout.write(restored.content.decode("utf-8", errors="replace"))
         return
-    written = write_kernel(Path(out), restored.content, force=force)
+    written = write_kernel(Path(out), restored.content, force=force, protected=store.ledger_files())
     if as_json:
         emit_json(
             {

@@ -88,6 +88,9 @@ def analyze(
         help="Where to write analysis.json, report.md and manifest.json "
         "(default: .vaws-local/ascend-triton/optimization/<run>).",
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite output files that hold other content."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Conclude the run (once) and write analysis.json, report.md and manifest.json.
@@ -99,7 +102,7 @@ def analyze(
     folder = (
         Path(output_dir) if output_dir else Path(".vaws-local/ascend-triton/optimization") / run
     )
-    r = run_analyze(open_service(ctx), run, folder)
+    r = run_analyze(open_service(ctx), run, folder, force=force)
     if as_json:
         emit_json(
             {
