@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from cli.common import JSON, input_path, open_store
-from cli.output import emit_json, error, progress, say
+from cli.common import JSON, MAX_COUNT, checked_run_id, input_path, open_store
+from cli.output import emit_json, error, progress, say, terminal_safe
 
 CHECKPOINT = typer.Option(
     None,
@@ -89,7 +89,9 @@ def _key(value: str | None, flag: str) -> str | None:
 
 def verify(
     ctx: typer.Context,
-    run: str = typer.Option(None, "--run", metavar="ID", help="Only this run's events."),
+    run: str = typer.Option(
+        None, "--run", metavar="ID", callback=checked_run_id, help="Only this run's events."
+    ),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
     artifacts: bool = typer.Option(
@@ -311,7 +313,9 @@ def checkpoint(
 
 def export(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to export."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to export."
+    ),
     out: str = typer.Option(..., "--out", metavar="FILE", help="The bundle file to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
     checkpoint: list[str] = typer.Option(
@@ -449,7 +453,9 @@ def _import_legacy(ctx: typer.Context, legacy: str, as_json: bool) -> None:
 
 def check_merge(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run the kernel comes from."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run the kernel comes from."
+    ),
     kernel: str = typer.Option(..., "--kernel", metavar="PATH", help="The kernel file to merge."),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
@@ -488,7 +494,7 @@ def check_merge(
             body["markdown"] = result.markdown()
         emit_json(body)
     elif markdown:
-        sys.stdout.write(result.markdown())
+        sys.stdout.write(terminal_safe(result.markdown()))
     else:
         verdict = "passed" if result.ok else "FAILED"
         say(f"check-merge {verdict}: run {result.run_id}, kernel {result.kernel_path}")
@@ -509,9 +515,15 @@ def check_merge(
 
 def checkout(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to restore from."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to restore from."
+    ),
     round_no: int = typer.Option(
-        None, "--round", metavar="N", help="Round N's candidate (0: the starting kernel)."
+        None,
+        "--round",
+        metavar="N",
+        max=MAX_COUNT,
+        help="Round N's candidate (0: the starting kernel).",
     ),
     out: str = typer.Option(
         None, "--out", metavar="PATH", help="Write the kernel here (default: stdout)."

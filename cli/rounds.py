@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import JSON, input_path, open_service
+from cli.common import JSON, checked_run_id, input_path, open_service
 from cli.output import emit_json, pct, say
 
 
@@ -44,7 +44,9 @@ def plan(
 
 def record(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to record into."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to record into."
+    ),
     result: str = typer.Option(..., "--result", metavar="FILE", help="Round result JSON."),
     as_json: bool = JSON,
 ) -> None:
@@ -80,7 +82,9 @@ def record(
 
 def analyze(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to conclude."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to conclude."
+    ),
     output_dir: str = typer.Option(
         None,
         "--output-dir",

@@ -18,6 +18,9 @@ from ledger.errors import InputError
 from ledger.hashing import MAX_SAFE_INTEGER, sha256_hex
 
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
+RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+"""The one pattern of a run id, everywhere (config, manifest, bundle, --run): safe as a file
+name and on a terminal, and short enough for every backend's column."""
 MAX_DEPTH = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -287,8 +287,8 @@ def verify_ledger(
                     expected_seq += 1
                 if on_progress and report.events_checked % 5000 == 0:
                     on_progress(report.events_checked, total)
-            if run_id is not None and not streams:
-                raise _fail(None, "replay", f"run {run_id!r} has no events in the ledger")
+            if run_id is not None and not streams:  # a wrong --run, not a failed check
+                raise InputError(f"run {run_id!r} is not in the ledger")
             _check_projections(store, conn, streams, run_id)
             _check_blobs(store, conn, streams)
         except ReplayStop as stop:
@@ -354,7 +354,7 @@ def verify_chain(
                 if on_progress:
                     on_progress(expected - 1, total)
             if not whole and not heads:
-                raise _fail(None, "chain", f"run {run_id!r} has no events in the ledger")
+                raise InputError(f"run {run_id!r} is not in the ledger")
         except ReplayStop as stop:
             report.first_failure = stop.failure
             report.checks[stop.failure.check] = "failed"
