@@ -181,6 +181,16 @@ def check_output(
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InputError(f"{what} {shown} cannot be used: {reason}") from None
+    guarded = list(protected)
+    if guarded:
+        real = Path(os.path.realpath(path))
+        names = {Path(os.path.realpath(p)) for p in guarded}
+        identities = {i for i in map(_identity, guarded) if i is not None}
+        if real in names or _identity(path) in identities:
+            raise InputError(
+                f"{what} {shown} is the ledger or one of its files; writing there would "
+                "destroy the ledger: choose another path"
+            )
     target = path
     if info is not None and stat.S_ISLNK(info.st_mode):
         resolved = Path(os.path.realpath(path))
@@ -200,16 +210,6 @@ def check_output(
         except OSError as exc:
             raise InputError(f"{what} {shown} cannot be used: {exc.strerror or exc}") from None
         target = resolved
-    guarded = list(protected)
-    if guarded:
-        real = Path(os.path.realpath(target))
-        names = {Path(os.path.realpath(p)) for p in guarded}
-        identities = {i for i in map(_identity, guarded) if i is not None}
-        if real in names or (info is not None and (info.st_dev, info.st_ino) in identities):
-            raise InputError(
-                f"{what} {shown} is the ledger or one of its files; writing there would "
-                "destroy the ledger: choose another path"
-            )
     if info is None:
         return target
     if stat.S_ISDIR(info.st_mode):

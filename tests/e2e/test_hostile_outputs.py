@@ -212,3 +212,24 @@ def test_unusable_database_urls_are_one_line(cli, tmp_path, monkeypatch, url, fr
     assert list(tmp_path.iterdir()) == [] or all(
         not p.name.startswith("l.sqlite3") for p in tmp_path.iterdir()
     )
+
+
+def test_ledger_text_is_escaped_on_a_terminal(cli, campaign):
+    title = "softmax\u001b]0;pwned\u0007"
+    assert cli("plan", "--config", campaign.config(op_name=title)).exit_code == 0
+    round_1 = campaign.round(
+        [15.0, 33.0, 20.0], hypothesis="evil \u202egnp.exe\u2066 \r\x9b", mechanism="bidi\u202e"
+    )
+    assert cli("record", "--run", campaign.run_id, "--result", round_1).exit_code == 0
+    shown = [
+        cli("status").stdout,
+        cli("status", "--run", campaign.run_id).stdout,
+        cli("show", "--run", campaign.run_id, "--round", "1").stdout,
+        cli("history").stdout,
+    ]
+    for text in shown:
+        assert not set(text) & {"\u001b", "\u0007", "\u202e", "\u2066", "\r", "\x9b"}, text
+    assert "softmax\\x1b]0;pwned\\x07" in shown[1]
+    assert "\\u202egnp.exe" in shown[2]
+    as_json = cli("status", "--run", campaign.run_id, "--json").json()
+    assert as_json["run"]["op_name"] == title  # data stays data
