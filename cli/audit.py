@@ -363,13 +363,16 @@ def import_(
     legacy: str = typer.Option(
         None, "--legacy", metavar="DIR", help="A run folder of the JSON-file controller."
     ),
+    checkpoint: str = CHECKPOINT,
+    verifier_key: str = VERIFIER_KEY,
     as_json: bool = JSON,
 ) -> None:
     """Import a run: a bundle (same event hashes; importing again changes nothing) or, with
     --legacy, a JSON-file controller's run folder replayed and re-decided.
 
     Anything that does not verify or disagrees with a replay is refused (exit 2) and nothing
-    is written.
+    is written. --checkpoint pins the bundle to a checkpoint of the ledger it came from (as
+    verify --bundle --checkpoint does), --verifier-key also requires its signature.
 
     Example: kernel-ledger import softmax-demo-001.bundle.jsonl
     """
@@ -378,11 +381,18 @@ def import_(
     if (file is None) == (legacy is None):
         raise InputError("name either a bundle FILE or --legacy DIR")
     if legacy is not None:
+        if checkpoint is not None or verifier_key is not None:
+            raise InputError("--checkpoint and --verifier-key pin a bundle, not --legacy")
         _import_legacy(ctx, legacy, as_json)
         return
     from ledger.bundle import import_bundle
 
-    result = import_bundle(open_store(ctx, create=True), input_path(file, "FILE"))
+    note = _note(checkpoint)
+    key = _key(verifier_key, "--verifier-key")
+    if key is not None and note is None:
+        raise InputError("--verifier-key checks the signature of a --checkpoint; name one")
+    path = input_path(file, "FILE")
+    result = import_bundle(open_store(ctx, create=True), path, pinned_note=note, verifier_key=key)
     status = "imported" if result.events_imported else "unchanged"
     if as_json:
         emit_json(

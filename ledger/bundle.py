@@ -39,7 +39,7 @@ from ledger.audit import b64, origin_for, parse_pinned
 from ledger.errors import CheckFailed, InputError
 from ledger.events import ProfileRecorded, RoundSubmitted, RunPlanned
 from ledger.hashing import canonical, sha256_hex
-from ledger.jsonio import display
+from ledger.jsonio import RUN_ID_RE, display
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
 
@@ -157,6 +157,11 @@ def export_run(
         raise CheckFailed(
             f"run {run_id!r}: kernel source {sorted(kernels & set(missing))[0]} is not stored; "
             "run verify. Nothing was exported"
+        )
+    if missing:  # a bundle never leaves out a file its events name
+        raise CheckFailed(
+            f"run {run_id!r}: profile file {missing[0]} is not stored; run verify. Nothing "
+            "was exported"
         )
     present = {d: c for d, c in blobs.items() if c is not None}
     header = {
@@ -616,15 +621,27 @@ class ImportResult:
     last_seq: int | None
 
 
-def import_bundle(store: Store, path: Path) -> ImportResult:
-    """Check a bundle, then append its run to this ledger verbatim (see
-    `audit_store.import_run_verbatim`): nothing is written unless everything checks."""
-    report, content = check_bundle(path)
+def import_bundle(
+    store: Store,
+    path: Path,
+    *,
+    pinned_note: str | None = None,
+    verifier_key: str | None = None,
+) -> ImportResult:
+    """Check a bundle (against a pinned checkpoint note when one is given), then append its
+    run to this ledger verbatim (see `audit_store.import_run_verbatim`): nothing is written
+    unless everything checks. Its run id must follow the run id pattern."""
+    report, content = check_bundle(path, pinned_note=pinned_note, verifier_key=verifier_key)
     if content is None:
         f = report.first_failure
         assert f is not None
         raise InputError(
             f"bundle {display(path)} does not verify ({f.check}: {f.reason}); nothing was imported"
+        )
+    if not RUN_ID_RE.fullmatch(content.run_id):
+        raise InputError(
+            f"bundle {display(path)} holds run {display(content.run_id)!r}, which is not a run "
+            f"id (ids match {RUN_ID_RE.pattern}); nothing was imported"
         )
     with store.transaction(write=True) as conn:
         outcome = audit_store.import_run_verbatim(

@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, mo
 from ledger.errors import InputError
 from ledger.hashing import MAX_SAFE_INTEGER
 from ledger.jsonio import RUN_ID_RE, JsonFile, display, read_json
+from ledger.samples import time_problem
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 RFC3339_UTC_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
@@ -98,7 +99,31 @@ def _schema_one(value: Any) -> int:
 
 
 Number = Annotated[float, BeforeValidator(_number)]
+
+
+def _time_us(value: Any) -> float:
+    number = _positive(value)
+    problem = time_problem(number)
+    if problem is not None:
+        raise ValueError(problem)
+    return number
+
+
+MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6
+"""A case weight lies within [MIN_WEIGHT, MAX_WEIGHT]: their sum and every weighted mean
+stay finite."""
+
+
+def _weight(value: Any) -> float:
+    number = _positive(value)
+    if not MIN_WEIGHT <= number <= MAX_WEIGHT:
+        raise ValueError(f"must be between {MIN_WEIGHT:g} and {MAX_WEIGHT:g}")
+    return number
+
+
 PositiveNumber = Annotated[float, BeforeValidator(_positive)]
+TimeUs = Annotated[float, BeforeValidator(_time_us)]
+Weight = Annotated[float, BeforeValidator(_weight)]
 NonNegative = Annotated[float, BeforeValidator(_non_negative)]
 Count = Annotated[int, BeforeValidator(_count)]
 MAX_NAME_CHARS = 256
@@ -203,16 +228,16 @@ class PathRef(_Open):
 
 class CaseSpec(_Open):
     id: Name
-    weight: PositiveNumber = 1.0
+    weight: Weight = 1.0
 
 
 class MeasurementIn(_Open):
     """One case's timing. `median_us` is required unless `samples_us` is given."""
 
     case_id: Name
-    median_us: PositiveNumber | None = None
+    median_us: TimeUs | None = None
     repeats: Count | None = None
-    samples_us: list[PositiveNumber] | None = None
+    samples_us: list[TimeUs] | None = None
     source: Text | None = None
 
     @model_validator(mode="after")

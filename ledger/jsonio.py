@@ -46,22 +46,11 @@ def display(path: Path | str) -> str:
 
 
 def read_bytes(path: Path, what: str) -> bytes:
-    """The bytes of a regular file, with one-line errors for every way that can fail."""
-    shown = display(path)
-    try:
-        if not path.exists():
-            raise InputError(f"{what} {shown} does not exist")
-        if path.is_dir():
-            raise InputError(f"{what} {shown} is a directory, not a file")
-        if not path.is_file():
-            raise InputError(f"{what} {shown} is not a regular file")
-        size = path.stat().st_size
-        limit = max_input_bytes()
-        if size > limit:
-            raise InputError(f"{what} {shown} is {size} bytes, over the {limit}-byte limit")
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{what} {shown} cannot be read: {exc.strerror or exc}") from None
+    """The bytes of a regular file, with one-line errors for every way that can fail
+    (`ledger.files.read_input`: never blocks on a FIFO, never reads past the limit)."""
+    from ledger.files import read_input
+
+    return read_input(path, what)
 
 
 def _no_constants(name: str) -> Any:

@@ -35,7 +35,13 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
-from ledger.errors import ConflictError, InputError, SchemaOutOfDate, StoreUnavailable
+from ledger.errors import (
+    CheckFailed,
+    ConflictError,
+    InputError,
+    SchemaOutOfDate,
+    StoreUnavailable,
+)
 from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.jsonio import display
 from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
@@ -653,9 +659,15 @@ class Store:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
 
     def ledger_id(self, conn: Connection) -> str:
-        return conn.execute(
+        found = conn.execute(
             select(ledger_info.c.value).where(ledger_info.c.key == "ledger_id")
-        ).scalar_one()
+        ).scalar_one_or_none()
+        if not isinstance(found, str) or not found:
+            raise CheckFailed(
+                "the ledger has no identity (ledger_info.ledger_id is missing): the table was "
+                "emptied or damaged outside kernel-ledger; nothing was done"
+            )
+        return found
 
     # --- blobs ---------------------------------------------------------------------------
 
