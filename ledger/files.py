@@ -55,7 +55,6 @@ DEFAULT_MAX_BUNDLE_BYTES = 16 * 1024**3
 overrides the limit. A single line of it may hold one blob: `bounded_lines` allows a line
 the size of a base64-encoded input file at the input limit, plus room for its keys."""
 
-_FULL_DISK = {errno.ENOSPC, errno.EDQUOT}
 _NOT_A_FILE_NAME = {errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT}
 _COMPANION_SUFFIXES = ("-wal", "-shm", "-journal")
 
@@ -149,7 +148,7 @@ def write_failure(message: str, exc: OSError) -> LedgerError:
     """A path that cannot name a file (no such folder, not a folder, a name too long) is
     rejected input (exit 2); a folder that cannot take the file (full disk or quota,
     read-only, no permission, I/O error) is a storage error (exit 4)."""
-    reason = "no space left on the device" if exc.errno in _FULL_DISK else exc.strerror or exc
+    reason = exc.strerror or exc
     if exc.errno in _NOT_A_FILE_NAME:
         return InputError(f"{message}: {reason}")
     return StoreUnavailable(f"{message}: {reason}")

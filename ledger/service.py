@@ -846,6 +846,10 @@ def analyze(
     plan = service.planned_event(run_id)
     command = ["kernel-ledger", "analyze", "--run", run_id, "--output-dir", str(output_dir)]
     protected = service.store.ledger_files()
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _output_error(output_dir, concluded=view.concluded)(exc) from None
     targets = {
         name: files.check_output(
             output_dir / name, what="output file", force=force, protected=protected

@@ -703,3 +703,35 @@ def test_killed_ledger_creation_leaves_nothing_behind(tmp_path: Path):
         assert [p.name for p in folder.iterdir() if ".new-" in p.name] == []
         assert cli("verify", db=url).code == 0
     record_figures("killed_ledger_creation", kills=kills, leftovers_removed=leftovers_seen)
+
+
+TIMES_IN_RANGE = [1e-6, 1e-6 * (1 + 1e-15), 1.0, 12.5, 1e12 * (1 - 1e-15), 1e12]
+TIMES_OUT_OF_RANGE = [5e-324, 1e-300, 1e-7, 1.0000001e12, 1e308]
+
+
+def test_numeric_edges_of_round_measurements(target: Target):
+    """Medians and samples at, inside and outside the time range, recorded for real: each
+    round is accepted (exit 0, every figure finite) or refused (exit 2, nothing written);
+    never exit 70, never a numpy warning on stderr, and the run stays usable after."""
+    import random
+
+    rng = random.Random(19)
+
+    def time() -> float:
+        return rng.choice(TIMES_OUT_OF_RANGE if rng.random() < 0.1 else TIMES_IN_RANGE)
+
+    examples = scale(30, 600)
+    tally: Counter = Counter()
+    for _ in range(examples):
+        doc = target.round_doc()
+        for row in doc["measurements"]:
+            if rng.random() < 0.5:
+                row["median_us"] = time()
+            else:
+                row.pop("median_us", None)
+                row["samples_us"] = [time() for _ in range(rng.randint(1, 5))]
+                row.pop("repeats", None)
+        check(target, "round", json.dumps(doc).encode(), tally)
+        assert cli("status", "--run", RUN, "--json", db=target.url).code == 0
+    assert tally["accepted"] and tally["rejected"]
+    record_figures("numeric_edges_of_round_measurements", **tally)
