@@ -302,9 +302,3 @@ def write_kernel(out: Path, content: bytes, *, force: bool, protected: Sequence[
     """Write a restored kernel; an existing file with other content is kept unless `force`
     (the rules of `ledger.files`)."""
     return files.write_output(Path(out), content, force=force, protected=protected)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(content)
-    except OSError as exc:
-        raise InputError(f"cannot write {display(out)}: {exc.strerror or exc}") from None
-    return out
