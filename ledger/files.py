@@ -4,8 +4,8 @@ Every input goes through `open_input`/`read_input`: a regular file only (a FIFO,
 socket is refused without being waited on: it is opened non-blocking and checked with
 fstat on the very descriptor that is read), and never more than its size limit.
 
-Every output goes through `write_output` (or `stage_output` when the bytes are known only
-after a check that must come first). The rules:
+Every output goes through `write_output` (or `check_output` and `StagedOutput` when the
+bytes are known only after a check that must come first, as in `analyze`). The rules:
 
 - the path may not be the ledger or one of its `-wal`/`-shm`/`-journal` files, by name or
   by the file it resolves to (so no hard or symbolic link to the ledger either);
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ledger.errors import InputError, LedgerError, StoreUnavailable
-from ledger.jsonio import display, max_input_bytes
+from ledger.jsonio import display, env_bytes, max_input_bytes
 
 __all__ = [
     "StagedOutput",
@@ -45,7 +45,6 @@ __all__ = [
     "open_input",
     "read_input",
     "same_bytes",
-    "stage_output",
     "write_failure",
     "write_output",
 ]
@@ -65,16 +64,8 @@ def ledger_companions(path: Path) -> tuple[Path, ...]:
 
 
 def max_bundle_bytes() -> int:
-    raw = os.environ.get("KERNEL_LEDGER_MAX_BUNDLE_BYTES")
-    if raw is None:
-        return DEFAULT_MAX_BUNDLE_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InputError("KERNEL_LEDGER_MAX_BUNDLE_BYTES must be a whole number of bytes") from None
-    if value < 1:
-        raise InputError("KERNEL_LEDGER_MAX_BUNDLE_BYTES must be at least 1")
-    return value
+    """The size limit for a bundle; `KERNEL_LEDGER_MAX_BUNDLE_BYTES` overrides it."""
+    return env_bytes("KERNEL_LEDGER_MAX_BUNDLE_BYTES", DEFAULT_MAX_BUNDLE_BYTES)
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -332,27 +323,6 @@ def same_bytes(target: Path, data: bytes) -> bool:
         return False
 
 
-def stage_output(
-    path: Path,
-    data: bytes,
-    *,
-    what: str = "--out",
-    force: bool = False,
-    protected: Iterable[Path] = (),
-    mode: int = 0o644,
-) -> StagedOutput:
-    """Check `path` and write `data` beside it (see `StagedOutput`)."""
-    target = check_output(path, what=what, force=force, protected=protected)
-    replaces = os.path.lexists(target)
-    if replaces and not force and not same_bytes(target, data):
-        raise InputError(
-            f"{what} {display(Path(os.path.abspath(path)))} exists with other content; pass "
-            "--force to overwrite it"
-        )
-    # a file that already holds these bytes is replaced by an identical one
-    return StagedOutput(target, data, what=what, force=force or replaces, mode=mode)
-
-
 def write_output(
     path: Path,
     data: bytes,
@@ -364,7 +334,14 @@ def write_output(
 ) -> Path:
     """Write `data` to `path` atomically under the rules of the module docstring (a
     symbolic link to a file in its own folder is followed); `path`, made absolute, is
-    returned."""
-    with stage_output(path, data, what=what, force=force, protected=protected, mode=mode) as out:
+    returned. A file that already holds exactly `data` is replaced by an identical one."""
+    target = check_output(path, what=what, force=force, protected=protected)
+    replaces = os.path.lexists(target)
+    path = Path(os.path.abspath(path))
+    if replaces and not force and not same_bytes(target, data):
+        raise InputError(
+            f"{what} {display(path)} exists with other content; pass --force to overwrite it"
+        )
+    with StagedOutput(target, data, what=what, force=force or replaces, mode=mode) as out:
         out.commit()
-    return Path(os.path.abspath(path))
+    return path

@@ -27,15 +27,20 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def max_input_bytes() -> int:
     """The size limit for any input file; `KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it."""
-    raw = os.environ.get("KERNEL_LEDGER_MAX_INPUT_BYTES")
+    return env_bytes("KERNEL_LEDGER_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES)
+
+
+def env_bytes(name: str, default: int) -> int:
+    """A size limit in bytes from the environment variable `name`, else `default`."""
+    raw = os.environ.get(name)
     if raw is None:
-        return DEFAULT_MAX_INPUT_BYTES
+        return default
     try:
         value = int(raw)
     except ValueError:
-        raise InputError("KERNEL_LEDGER_MAX_INPUT_BYTES must be a whole number of bytes") from None
+        raise InputError(f"{name} must be a whole number of bytes") from None
     if value < 1:
-        raise InputError("KERNEL_LEDGER_MAX_INPUT_BYTES must be at least 1")
+        raise InputError(f"{name} must be at least 1")
     return value
 
 
