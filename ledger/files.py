@@ -84,9 +84,12 @@ def open_input(path: Path, what: str, *, limit: int | None = None) -> BinaryIO:
         raise InputError(f"{what} {shown} does not exist") from None
     except IsADirectoryError:
         raise InputError(f"{what} {shown} is a directory, not a file") from None
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InputError(f"{what} {shown} cannot be read: {reason}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{what} {shown} does not exist (a loop of symbolic links)") from None
+        raise InputError(f"{what} {shown} cannot be read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL in the name
+        raise InputError(f"{what} {shown} cannot be read: {exc}") from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
