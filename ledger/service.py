@@ -364,7 +364,8 @@ def _indexed_evidence(
     """`LedgerService.decision_evidence` through the events-by-type index: the events a
     decision in `scope` reads (the plan, the best round's measurements, the latest profile
     of each kernel, and while the run needs a diagnosis the last diagnosis and the decisions
-    after it), folded by `RunEvidence.apply` in version order. None where the run needs the
+    after it on a round that was not kept and named a mechanism), folded by
+    `RunEvidence.apply` in version order. None where the run needs the
     whole fold (remeasures) or its events are not laid out as `plan` and `record` append
     them (the baseline's measurements first, each round's before its decision)."""
     run_id = view.run.run_id
@@ -387,7 +388,12 @@ def _indexed_evidence(
         diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
         after = diagnoses[-1] if diagnoses else 0
         wanted.update(diagnoses[-1:])
-        wanted.update(store.versions_after(conn, run_id, "RoundDecided", after))
+        decided = store.versions_after(conn, run_id, "RoundDecided", after)
+        # the i-th decision since the diagnosis is of round `first + i`; the reducer reads
+        # only a round that was not kept and named a mechanism (the rounds rows say which)
+        first = view.run.rounds_recorded - len(decided) + 1
+        failed = store.failed_rounds(conn, run_id, first)
+        wanted.update(v for i, v in enumerate(decided, start=first) if i in failed)
     for kernel in sorted(scope.kernels):
         version = store.latest_profile_version(conn, run_id, kernel)
         if version is not None:

@@ -577,6 +577,11 @@ class Store:
         found = {"stream": stream_id, "type": event_type, "after": after}
         return list(conn.execute(_VERSIONS_AFTER, found).scalars())
 
+    def failed_rounds(self, conn: Connection, run_id: str, first: int) -> set[int]:
+        """The run's rounds from `first` on that were not kept and named a mechanism
+        (`rounds` rows)."""
+        return set(conn.execute(_FAILED_ROUNDS, {"run": run_id, "first": first}).scalars())
+
     def read_versions(
         self, conn: Connection, stream_id: str, versions: Iterable[int]
     ) -> list[StoredEvent]:
@@ -793,6 +798,12 @@ _VERSIONS_AFTER = (
     select(events.c.stream_version)
     .where(*_OF_TYPE, events.c.stream_version > bindparam("after"))
     .order_by(events.c.stream_version)
+)
+_FAILED_ROUNDS = select(rounds.c.round).where(
+    rounds.c.run_id == bindparam("run"),
+    rounds.c.round >= bindparam("first"),
+    rounds.c.decision != "KEEP",
+    rounds.c.mechanism.is_not(None),
 )
 _READ_VERSIONS = (
     select(*EVENT_COLUMNS)
