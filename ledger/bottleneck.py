@@ -570,10 +570,18 @@ def _gpu_pipes(s: Mapping[str, float], target: TargetCaps, t: Thresholds, fired:
         return
     mem_share, mem_text = memory if memory else (0.0, "no memory throughput")
     cmp_share, cmp_text = compute if compute else (0.0, "no SM throughput")
-    compute_class = Bottleneck.VECTOR_COMPUTE
-    if tensor is not None and tensor[0] >= t.sm_throughput:
+    compute_class, detail = Bottleneck.VECTOR_COMPUTE, ""
+    issue = s.get("issue_slots_busy")
+    if tensor is not None:
+        detail = f"; {tensor[1]}"
+        if tensor[0] >= t.sm_throughput:
+            compute_class = Bottleneck.CUBE_COMPUTE
+    elif issue is not None and issue < 0.5 * cmp_share:
+        # the SM is busy in one heavy pipe while few instructions issue: the matrix unit
         compute_class = Bottleneck.CUBE_COMPUTE
-        cmp_text += f", {tensor[1]}"
+        detail = f"; issue_slots_busy {_fmt(issue)} < half of it: one heavy pipe is busy"
+    else:
+        detail = "; no tensor-pipe metric in the profile"
     mem_hot = memory is not None and mem_share >= t.dram_throughput
     cmp_hot = compute is not None and cmp_share >= t.sm_throughput
     if not mem_hot and not cmp_hot:
@@ -589,7 +597,7 @@ def _gpu_pipes(s: Mapping[str, float], target: TargetCaps, t: Thresholds, fired:
             )
         return
     mem = (Bottleneck.MEMORY_TRANSFER, [f"{mem_text} ≥ {_fmt(t.dram_throughput)}"])
-    cmp = (compute_class, [f"{cmp_text} ≥ {_fmt(t.sm_throughput)}"])
+    cmp = (compute_class, [f"{cmp_text} ≥ {_fmt(t.sm_throughput)}{detail}"])
     if mem_hot and cmp_hot:
         fired.extend([mem, cmp] if mem_share >= cmp_share else [cmp, mem])
     else:
