@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
@@ -324,20 +325,20 @@ _FAMILY_CLASS = {
 }
 # ArithmeticUtilization gives the cube and vector pipes per dtype; their sum stands in for
 # a missing aic_cube_ratio / aiv_vec_ratio.
-_ARITHMETIC = {("aic", "cube"): "aic_mac_", ("aiv", "vec"): "aiv_vec_"}
+_DTYPES = r"(?:fp8|fp16|bf16|hf32|fp32|fp64|int4|int8|int16|int32|int64|uint8|misc)"
+_ARITHMETIC = {
+    ("aic", "cube"): re.compile(rf"^aic_(?:mac|cube)_{_DTYPES}_ratio$"),
+    ("aiv", "vec"): re.compile(rf"^aiv_(?:vec_)?{_DTYPES}_ratio$"),
+}
 
 
 def _stage_share(s: Mapping[str, float], side: str, stage: str) -> tuple[float, str] | None:
     ratio = f"{side}_{stage}_ratio"
     if ratio in s:
         return s[ratio], f"{ratio} {_fmt(s[ratio])}"
-    prefix = _ARITHMETIC.get((side, stage))
-    if prefix:
-        parts = {
-            k: v
-            for k, v in s.items()
-            if k.startswith(prefix) and k.endswith("_ratio") and k != ratio
-        }
+    pattern = _ARITHMETIC.get((side, stage))
+    if pattern:
+        parts = {k: v for k, v in s.items() if pattern.match(k)}
         if parts:
             total = math.fsum(parts.values())
             return total, " + ".join(f"{k} {_fmt(v)}" for k, v in sorted(parts.items()))

@@ -326,6 +326,19 @@ def test_arithmetic_utilization_stands_in_for_pipe_ratios() -> None:
     assert classify(matmul).bottleneck == "cube-compute"
 
 
+def test_arithmetic_dtype_ratios_only_not_conflict_or_wait_ratios() -> None:
+    conflicts = {
+        "task_duration_us": 60.0,
+        "aiv_vec_total_cflt_ratio": 0.9,
+        "aiv_vec_wait_ratio": 0.8,
+    }
+    assert classify(conflicts).bottleneck == "unknown"
+    msprof_op = {"task_duration_us": 60.0, "aiv_fp32_ratio": 0.7, "aic_cube_fp16_ratio": 0.0}
+    a = classify(msprof_op, attributes={"op_type": "vector"})
+    assert a.bottleneck == "vector-compute"
+    assert "aiv_fp32_ratio 0.70" in a.evidence[0]
+
+
 def test_stage_times_over_core_time_when_no_ratio() -> None:
     a = classify(
         {
