@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
-from ledger.errors import InputError
+from ledger.errors import CoverageError, InputError
 from ledger.hashing import MAX_SAFE_INTEGER
 from ledger.jsonio import RUN_ID_RE, JsonFile, display, read_json
 from ledger.samples import time_problem
@@ -524,27 +524,34 @@ def check_validation(
         raise InputError(
             f"{what} {shown} has parent_run_id {manifest.parent_run_id!r}, expected {allowed}"
         )
+
+    def uncovered(message: str) -> CoverageError:
+        return CoverageError(message, status=manifest.status)
+
     kernel = manifest.artifact("kernel")
     if kernel is None:
-        raise InputError(f"{what} {shown} has no artifact named 'kernel'")
+        raise uncovered(f"{what} {shown} has no artifact named 'kernel'")
     if kernel.sha256 is None:
-        raise InputError(f"{what} {shown}: artifact 'kernel' carries no sha256")
+        raise uncovered(f"{what} {shown}: artifact 'kernel' carries no sha256")
     if kernel.sha256 != kernel_sha256:
-        raise InputError(
+        raise uncovered(
             f"{what} {shown} vouches for kernel {kernel.sha256}, not for {kernel_sha256}"
         )
     matrix_ref = manifest.artifact("case-matrix")
     if matrix_ref is None:
-        raise InputError(f"{what} {shown} has no artifact named 'case-matrix'")
+        raise uncovered(f"{what} {shown} has no artifact named 'case-matrix'")
     matrix_uri = matrix_ref.uri.removeprefix("file://")
     matrix_path = resolve(manifest_path.parent, matrix_uri)
-    matrix_doc = read_json(matrix_path, "case matrix")
     matrix_shown = display(matrix_path)
-    if matrix_ref.sha256 is not None and matrix_ref.sha256 != matrix_doc.sha256:
-        raise InputError(f"case matrix {matrix_shown} does not match the sha256 in {shown}")
-    matrix = validate_model(CaseMatrix, matrix_doc.value, "case matrix", matrix_shown)
+    try:
+        matrix_doc = read_json(matrix_path, "case matrix")
+        if matrix_ref.sha256 is not None and matrix_ref.sha256 != matrix_doc.sha256:
+            raise InputError(f"case matrix {matrix_shown} does not match the sha256 in {shown}")
+        matrix = validate_model(CaseMatrix, matrix_doc.value, "case matrix", matrix_shown)
+    except InputError as exc:
+        raise uncovered(exc.message) from None
     if matrix.kernel.get("sha256") != kernel_sha256:
-        raise InputError(
+        raise uncovered(
             f"case matrix {matrix_shown} is for kernel {matrix.kernel.get('sha256')!r}, "
             f"not {kernel_sha256}"
         )
@@ -552,15 +559,15 @@ def check_validation(
     for index, case in enumerate(matrix.cases):
         case_id = case.get("id")
         if not isinstance(case_id, str) or not case_id:
-            raise InputError(f"case matrix {matrix_shown}: cases[{index}].id must be a string")
+            raise uncovered(f"case matrix {matrix_shown}: cases[{index}].id must be a string")
         if case_id in ids:
-            raise InputError(f"case matrix {matrix_shown}: case {case_id!r} appears twice")
+            raise uncovered(f"case matrix {matrix_shown}: case {case_id!r} appears twice")
         ids.append(case_id)
     if set(ids) != set(planned_case_ids):
         missing = sorted(set(planned_case_ids) - set(ids))
         extra = sorted(set(ids) - set(planned_case_ids))
         detail = f"missing {missing}" if missing else f"unplanned {extra}"
-        raise InputError(f"case matrix {matrix_shown} does not cover the planned cases: {detail}")
+        raise uncovered(f"case matrix {matrix_shown} does not cover the planned cases: {detail}")
     return ValidationEvidence(
         manifest_path=manifest_path,
         manifest_sha256=doc.sha256,
