@@ -13,9 +13,13 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from ledger.hashing import canonical
 
+# Every model refuses NaN and Infinity where a number is typed: JSON has no such numbers, and
+# a payload must not become something else (null) on its way to canonical bytes.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
 
 class Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
 
     event_type: ClassVar[str]
     schema_version: ClassVar[int] = 1
@@ -35,7 +39,7 @@ class FileRef(BaseModel):
     that differs from `path` (so a FileRef without symlinks, and every event recorded before
     the field existed, serializes exactly as `{path, sha256, size}`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     path: str
     sha256: str
     size: int
@@ -50,13 +54,13 @@ class FileRef(BaseModel):
 
 
 class CaseWeight(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     id: str
     weight: float
 
 
 class ObjectiveFields(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     target_relative_improvement: float
     min_relative_improvement: float
     noise_floor: float
@@ -64,7 +68,7 @@ class ObjectiveFields(BaseModel):
 
 
 class LimitFields(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     max_rounds: int
     max_consecutive_failures: int
 
@@ -72,7 +76,7 @@ class LimitFields(BaseModel):
 class Measurement(BaseModel):
     """One case's timing as recorded. `samples_us` are kept whole when given."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     case_id: str
     median_us: float
     repeats: int
@@ -140,7 +144,7 @@ class RoundSubmitted(Event):
 
 
 class BestKernel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     sha256: str
     path: str
     round: int
@@ -150,7 +154,7 @@ class BestKernel(BaseModel):
 class MechanismCheck(BaseModel):
     """Did the profiler signal the round named move the way it said, by enough?"""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     metric: str
     direction: Literal["increase", "decrease"]
     min_change: float
@@ -162,7 +166,7 @@ class MechanismCheck(BaseModel):
 class StartProfile(BaseModel):
     """The best kernel's latest profile when the round was decided."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     kernel_sha256: str
     bottleneck: str | None
     signals: dict[str, float]
