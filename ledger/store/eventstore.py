@@ -137,6 +137,10 @@ EVENT_COLUMNS = (
 )
 
 
+# a StoredEvent as an events row (`EVENT_COLUMNS` order), as `insert_verified` takes it
+event_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
+
+
 def _stored(row: Any) -> StoredEvent:
     """A stored event from a row of EVENT_COLUMNS (positional: this runs once per event
     read, millions of times in a verify)."""
@@ -502,6 +506,14 @@ class Store:
         # processing: the rows are plain str, int and bytes already.
         conn.exec_driver_sql(insert_events_sql(conn), rows)
         return stored, True
+
+    def insert_verified(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert events rows (`EVENT_COLUMNS` order) exactly as given: events whose bytes,
+        hashes and chain the caller has verified already (a bundle's, another ledger's), so
+        nothing is canonicalized or hashed here. The caller assigns `seq` after this log's
+        last one; the table's constraints still refuse a taken seq, id or version."""
+        if rows:
+            conn.exec_driver_sql(insert_events_sql(conn), list(rows))
 
     def _already_appended(
         self, conn: Connection, stream_id: str, batch: Sequence[NewEvent]
