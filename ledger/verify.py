@@ -31,8 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, select
-
 from ledger import projections
 from ledger.controller import conclusion_event, decide_round
 from ledger.errors import InputError
@@ -50,7 +48,6 @@ from ledger.evidence import RunEvidence
 from ledger.hashing import ZERO_HASH, canonical, event_hash, parse_canonical, sha256_hex
 from ledger.projections import RunView
 from ledger.store.eventstore import Store, StoredEvent
-from ledger.store.tables import blobs
 
 CHECKS = ("seq", "hash", "chain", "canonical", "payload", "replay", "projection", "blobs")
 CHAIN_CHECKS = CHECKS[:3]
@@ -405,7 +402,7 @@ def _conclude(store: Store, conn, stream_id: str, state: _Stream) -> _Concluded:
         state.version,
         state.last_hash,
         _projection_fault(stream_id, state.view, stored),
-        _missing_kernel(conn, state.kernels),
+        _missing_kernel(store, conn, state.kernels),
         state.warnings,
     )
 
@@ -456,15 +453,10 @@ def _check_projections(
             raise _fail(None, "projection", fault)
 
 
-_STORED_DIGESTS = select(blobs.c.sha256).where(blobs.c.sha256.in_(bindparam("d", expanding=True)))
-
-
-def _missing_kernel(conn, kernels: set[str]) -> str | None:
+def _missing_kernel(store: Store, conn, kernels: set[str]) -> str | None:
     """The first (in sha256 order) of these kernel sources that is not stored."""
     wanted = sorted(kernels)
-    stored: set[str] = set()
-    for start in range(0, len(wanted), 500):
-        stored.update(conn.execute(_STORED_DIGESTS, {"d": wanted[start : start + 500]}).scalars())
+    stored = store.stored_digests(conn, wanted)
     return next((digest for digest in wanted if digest not in stored), None)
 
 
@@ -476,7 +468,7 @@ def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -
         if type(state) is _Concluded:
             missing = state.missing_kernel
         else:
-            missing = _missing_kernel(conn, state.kernels)
+            missing = _missing_kernel(store, conn, state.kernels)
         if missing is not None:
             raise _fail(None, "blobs", f"run {stream_id!r}: kernel source {missing} is not stored")
 
