@@ -27,6 +27,13 @@ def profile(
     kernel_name: str = typer.Option(
         None, "--kernel-name", metavar="NAME", help="Which kernel's rows."
     ),
+    shape: str = typer.Option(
+        None,
+        "--shape",
+        metavar="SHAPE",
+        help="Which input shape (Input Shapes) or ncu launch size (grid ... block ...) to "
+        "attribute where the kernel ran with several.",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Ingest profiler output (msprof op folder, op_summary, kernel_details, ncu CSV or a
@@ -41,6 +48,7 @@ def profile(
         round_no=round_no,
         kernel_sha256=kernel,
         kernel_name=kernel_name,
+        shape=shape,
     )
     attribution = event.attribution or {}
     if as_json:
@@ -52,6 +60,7 @@ def profile(
                 "format": event.format,
                 "signals": event.signals,
                 "attribution": attribution,
+                "notes": attribution.get("notes", []),
             }
         )
         return
@@ -62,6 +71,18 @@ def profile(
     say(f"first experiment: {attribution.get('first_experiment')}")
     if attribution.get("headroom") is not None:
         say(f"headroom to the nearest floor: {attribution['headroom'] * 100:.1f}%")
+    _say_profile_notes(attribution, "")
+
+
+def _say_profile_notes(attribution: dict, indent: str) -> None:
+    """The reader's notes and each shape's own attribution, as stored in the event."""
+    for shape in attribution.get("shapes", []):
+        say(
+            f"{indent}shape {shape['shape'] or '(none)'}: {shape['bottleneck']} "
+            f"({shape['launches']} launch(es), {shape['total_us']:.1f} us) — {shape['evidence']}"
+        )
+    for note in attribution.get("notes", []):
+        say(f"{indent}note: {note}")
 
 
 def diagnose(
@@ -122,7 +143,14 @@ def show(
             table(
                 ["case", "median µs", "repeats", "samples"],
                 [
-                    (m["case_id"], m["median_us"], m["repeats"], len(m.get("samples_us") or []))
+                    (
+                        m["case_id"],
+                        m["median_us"],
+                        m["repeats"],
+                        "file not found"
+                        if m.get("source_not_found")
+                        else len(m.get("samples_us") or []),
+                    )
                     for m in detail["measurements"]["measurements"]
                 ],
             )
@@ -130,6 +158,7 @@ def show(
     for p in detail["profiles"]:
         attribution = p.get("attribution") or {}
         say(f"  profile ({p['format']}): bottleneck {attribution.get('bottleneck')}")
+        _say_profile_notes(attribution, "    ")
     if decision:
         say(
             f"  decision: {decision['decision']}  I {pct(decision['relative_improvement'])}  "

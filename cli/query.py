@@ -216,7 +216,7 @@ def _like_profile(ctx, path: str, kernel_name: str | None, limit: int, as_json: 
     from ledger.store.eventstore import rounds_with_bottleneck
 
     parsed = load_profile(Path(path), kernel_name=kernel_name)
-    attribution = classify(parsed.signals)
+    attribution = classify(parsed.signals, attributes=parsed.attributes)
     service = open_service(ctx)
     with service.store.transaction() as conn:
         candidates = rounds_with_bottleneck(conn, str(attribution.bottleneck), 500)

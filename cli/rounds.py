@@ -33,12 +33,27 @@ def plan(
                 "run_id": result.run_id,
                 "kernel_sha256": result.kernel_sha256,
                 "case_count": result.case_count,
+                **_not_found(result.samples_not_found),
             }
         )
     else:
         say(
             f"planned run {result.run_id}: {result.case_count} cases, kernel "
             f"{result.kernel_sha256[:12]}"
+        )
+        _say_not_found("baseline", result.samples_not_found)
+
+
+def _not_found(cases: tuple[str, ...]) -> dict[str, list[str]]:
+    """The JSON key naming cases whose samples file was named but not found, when any were."""
+    return {"samples_not_found": list(cases)} if cases else {}
+
+
+def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
+    if cases:
+        say(
+            f"  note: the {what} names samples files that do not exist (cases "
+            f"{', '.join(cases)}); the decision uses the medians"
         )
 
 
@@ -67,6 +82,8 @@ def record(
                 "needs_diagnosis": r.needs_diagnosis,
                 "remaining_rounds": r.remaining_rounds,
                 "best_kernel_sha256": r.best_kernel_sha256,
+                **({"flags": list(r.flags)} if r.flags else {}),
+                **_not_found(r.samples_not_found),
             }
         )
     else:
@@ -76,6 +93,7 @@ def record(
             f"target {'met' if r.target_met else 'not met'}  "
             f"{r.remaining_rounds} rounds left" + ("  NEEDS DIAGNOSIS" if r.needs_diagnosis else "")
         )
+        _say_not_found(f"round {r.round}", r.samples_not_found)
 
 
 def analyze(

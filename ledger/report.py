@@ -45,6 +45,7 @@ from ledger.events import (
     RoundSubmitted,
     RunConcluded,
     RunPlanned,
+    RunReopened,
 )
 from ledger.jsonio import display
 from ledger.projections import RunView
@@ -297,10 +298,18 @@ def _collect(
         rounds=tuple(rounds),
         profiles=tuple(profiles),
         diagnoses=tuple(e for e in events if isinstance(e, DiagnosisRecorded)),
-        conclusion=next((e for e in events if isinstance(e, RunConcluded)), None),
+        conclusion=_standing_conclusion(events),
         verification=verification,
         unreadable_events=unreadable,
     )
+
+
+def _standing_conclusion(events: Sequence[Event]) -> RunConcluded | None:
+    """The run's latest conclusion, unless a RunReopened came after it."""
+    for event in reversed(events):
+        if isinstance(event, RunConcluded | RunReopened):
+            return event if isinstance(event, RunConcluded) else None
+    return None
 
 
 def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
@@ -312,6 +321,7 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
     else:
         label = f"kernel {event.kernel_sha256[:10]}"
     evidence = attribution.get("evidence") or ()
+    evidence = [*evidence, *_profile_notes(attribution)] if isinstance(evidence, list) else ()
     return ProfileEntry(
         label=label,
         subject=event.subject,
@@ -325,6 +335,19 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
         evidence=tuple(str(x) for x in evidence) if isinstance(evidence, list) else (),
         first_experiment=attribution.get("first_experiment"),
     )
+
+
+def _profile_notes(attribution: dict) -> list[str]:
+    """Each shape's own class and the reader's notes, as the event stores them."""
+    shapes = attribution.get("shapes") or []
+    notes = attribution.get("notes") or []
+    lines = [
+        f"shape {s.get('shape') or '(none)'}: {s.get('bottleneck')} ({s.get('launches')} "
+        f"launch(es))"
+        for s in shapes
+        if isinstance(s, dict)
+    ]
+    return lines + [f"note: {n}" for n in notes if isinstance(n, str)]
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -787,6 +810,12 @@ def _section_latency(data: ReportData, svg: str | None) -> str:
         if shown > MAX_CASE_PANELS
         else ""
     )
+    missing = [m.case_id for m in data.baseline if m.source_not_found is not None]
+    if missing:
+        note += (
+            f" The baseline named samples files that were not found (samples-file-not-found: "
+            f"{', '.join(missing)}); its medians stand as recorded."
+        )
     caption = (
         f"{_e(timing_label(data.target))}. orig is the original kernel, rN round N's "
         f"candidate (FAIL rounds are never measured); the best kernel (round "
