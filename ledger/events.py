@@ -7,6 +7,7 @@ documents every field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
@@ -306,13 +307,34 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""Reading older schema versions: (event type, schema version) -> a pure function from a
+payload of that version to the payload of the next. A change to what an event's payload
+means raises its class's `schema_version` and adds the step from the version before here;
+stored events keep their bytes, version and hash (verify checks those as stored) and are
+read as the current model through the chain of steps. No event type has changed its schema
+version yet, so the table is empty; a field added with a default needs no step (payloads
+without the key read with the default; see `verify._as_recorded`)."""
+
+
 class UnknownEventType(ValueError):
     pass
 
 
 def load_event(event_type: str, schema_version: int, payload: dict[str, Any]) -> Event:
-    """Rebuild an event object from its stored type, version and payload."""
+    """Rebuild an event object from its stored type, version and payload, upcasting a payload
+    of an older schema version through `UPCASTERS`."""
     cls = EVENT_TYPES.get(event_type)
-    if cls is None or cls.schema_version != schema_version:
+    if cls is None or schema_version > cls.schema_version:
         raise UnknownEventType(f"unknown event type {event_type!r} version {schema_version}")
+    version = schema_version
+    while version < cls.schema_version:
+        step = UPCASTERS.get((event_type, version))
+        if step is None:
+            raise UnknownEventType(
+                f"unknown event type {event_type!r} version {schema_version}: no upcast from "
+                f"version {version}"
+            )
+        payload = step(payload)
+        version += 1
     return cls.model_validate(payload)

@@ -19,7 +19,6 @@ import json
 import re
 from collections.abc import Mapping
 from json.encoder import encode_basestring
-from pathlib import Path
 from typing import Any
 
 from ledger.errors import InputError
@@ -132,17 +131,6 @@ def _string_keys(value: Any) -> bool:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> tuple[str, int]:
-    """(hex digest, size in bytes) of a file, read in chunks."""
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 def _string(value: str) -> bytes:

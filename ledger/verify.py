@@ -216,6 +216,7 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
         raise _fail(e, "replay", "a validated candidate was decided without measurements")
     measured = state.measured.measurements if state.measured and passed else None
     expected = decision(view, submitted, state.evidence, measured)
+    expected = _as_recorded(expected, event)
     if expected != event and _numpy_drift_only(expected, event):
         state.warnings.append(
             f"seq {e.seq}: round {event.round}'s statistics were recomputed under numpy "
@@ -232,6 +233,17 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
         raise _fail(
             e, "replay", f"round {event.round}: recorded {what} differ from a re-derivation"
         )
+
+
+def _as_recorded(expected: RoundDecided, recorded: RoundDecided) -> RoundDecided:
+    """The re-derived decision as its recorded one could hold it: a field added to
+    RoundDecided after the event was recorded (no such key in its stored payload, so pydantic
+    filled in the default) takes the recorded value, since the rules of the time did not
+    produce it. Every event recorded since holds every field."""
+    absent = RoundDecided.model_fields.keys() - recorded.model_fields_set
+    if not absent:
+        return expected
+    return expected.model_copy(update={name: getattr(recorded, name) for name in absent})
 
 
 def _numpy_drift_only(expected: RoundDecided, recorded: RoundDecided) -> bool:

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
@@ -570,17 +570,25 @@ class Store:
         found = {"stream": stream_id, "type": event_type, "before": before}
         return conn.execute(_LAST_VERSION_BEFORE, found).scalar()
 
-    def count_before(self, conn: Connection, stream_id: str, event_type: str, before: int) -> int:
-        """How many of the run's events of this type precede version `before`."""
-        found = {"stream": stream_id, "type": event_type, "before": before}
-        return conn.execute(_COUNT_BEFORE, found).scalar_one()
+    def versions_after(
+        self, conn: Connection, stream_id: str, event_type: str, after: int
+    ) -> list[int]:
+        """The stream versions of the run's events of this type after version `after`."""
+        found = {"stream": stream_id, "type": event_type, "after": after}
+        return list(conn.execute(_VERSIONS_AFTER, found).scalars())
 
-    def rounds_after(
-        self, conn: Connection, run_id: str, after: int
-    ) -> list[tuple[int, str, str | None]]:
-        """(round, decision, mechanism) of the run's rounds after round `after`, in order."""
-        rows = conn.execute(_ROUNDS_AFTER, {"run": run_id, "after": after})
-        return [(r[0], r[1], r[2]) for r in rows]
+    def failed_rounds(self, conn: Connection, run_id: str, first: int) -> set[int]:
+        """The run's rounds from `first` on that were not kept and named a mechanism
+        (`rounds` rows)."""
+        return set(conn.execute(_FAILED_ROUNDS, {"run": run_id, "first": first}).scalars())
+
+    def read_versions(
+        self, conn: Connection, stream_id: str, versions: Iterable[int]
+    ) -> list[StoredEvent]:
+        """The run's events at these stream versions, in version order."""
+        wanted = sorted(set(versions))
+        rows = conn.execute(_READ_VERSIONS, {"stream": stream_id, "versions": wanted})
+        return [_stored(r) for r in rows]
 
     def latest_profile_version(self, conn: Connection, run_id: str, kernel: str) -> int | None:
         """The stream version of the run's latest profile of this kernel (`profiles` rows)."""
@@ -786,15 +794,24 @@ _LAST_VERSION_BEFORE = (
     .order_by(events.c.stream_version.desc())
     .limit(1)
 )
-_COUNT_BEFORE = (
-    select(func.count())
-    .select_from(events)
-    .where(*_OF_TYPE, events.c.stream_version < bindparam("before"))
+_VERSIONS_AFTER = (
+    select(events.c.stream_version)
+    .where(*_OF_TYPE, events.c.stream_version > bindparam("after"))
+    .order_by(events.c.stream_version)
 )
-_ROUNDS_AFTER = (
-    select(rounds.c.round, rounds.c.decision, rounds.c.mechanism)
-    .where(rounds.c.run_id == bindparam("run"), rounds.c.round > bindparam("after"))
-    .order_by(rounds.c.round)
+_FAILED_ROUNDS = select(rounds.c.round).where(
+    rounds.c.run_id == bindparam("run"),
+    rounds.c.round >= bindparam("first"),
+    rounds.c.decision != "KEEP",
+    rounds.c.mechanism.is_not(None),
+)
+_READ_VERSIONS = (
+    select(*EVENT_COLUMNS)
+    .where(
+        events.c.stream_id == bindparam("stream"),
+        events.c.stream_version.in_(bindparam("versions", expanding=True)),
+    )
+    .order_by(events.c.stream_version)
 )
 _LATEST_PROFILE = (
     select(profiles.c.stream_version)
