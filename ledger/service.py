@@ -598,6 +598,7 @@ class LedgerService:
         *,
         base_dir: Path | None = None,
         reopen: str | None = None,
+        check: Callable[[Sequence[Event]], None] | None = None,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
         paths in the round result resolve against `base_dir` (default: the working
@@ -605,7 +606,8 @@ class LedgerService:
 
         A concluded run accepts no rounds, unless `reopen` gives the reason to take one
         anyway (as the JSON-file controller does): then RunReopened goes before the round,
-        in the same append, so a refused round leaves the run concluded."""
+        in the same append, so a refused round leaves the run concluded. `check`, a caller's
+        own rule, sees the events about to be appended and raises to refuse them."""
         base = base_folder(base_dir)
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
@@ -639,6 +641,8 @@ class LedgerService:
             measurements=measured,
         )
         items += outcome.events
+        if check is not None:
+            check(items)
         after, _ = self.append(run_id, view, items, [candidate.content])
         decision = outcome.decided
         return RecordResult(
