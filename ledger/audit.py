@@ -16,17 +16,17 @@ consistent rewrite (every later hash recomputed) from the real history.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ledger import checkpoint as notes
-from ledger import merkle
+from ledger import files, merkle
 from ledger.errors import CheckFailed, InputError
-from ledger.hashing import sha256_file
 from ledger.jsonio import display, read_bytes
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
@@ -320,7 +320,7 @@ def _file_state(path: Path, expected: str) -> tuple[str | None, str | None]:
     if not stat.S_ISREG(info.st_mode):
         return "is no longer a regular file", None
     try:
-        found, _ = sha256_file(path)
+        found = _sha256_file(path)
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})", None
     return (None, None) if found == expected else ("changed", found)
@@ -518,18 +518,22 @@ def make_checkpoint(
     return CheckpointMade(cp, note, signer_key is not None, new, row.checkpoint_id, verifier)
 
 
-def generate_key(path: Path, name: str) -> str:
+def generate_key(path: Path, name: str, protected: Sequence[Path] = ()) -> str:
     """Write a new Ed25519 signer key to `path` (readable by its owner only) and return the
     verifier key that goes with it. An existing file is never overwritten."""
     signer, verifier = notes.generate_signing_key(name)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise InputError(
-            f"{display(path)} exists already; a key file is never overwritten"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot create {display(path)}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(signer + "\n")
+    if os.path.lexists(path):
+        raise InputError(f"{display(path)} exists already; a key file is never overwritten")
+    files.write_output(
+        path, (signer + "\n").encode(), what="--generate-key", protected=protected, mode=0o600
+    )
     return verifier
+
+
+def _sha256_file(path: Path) -> str:
+    """The hex digest of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -25,9 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +34,13 @@ from typing import Any
 import rfc8785
 
 from ledger import checkpoint as notes
-from ledger import merkle
+from ledger import files, merkle
 from ledger.audit import b64, origin_for, parse_pinned
 from ledger.errors import CheckFailed, InputError
 from ledger.events import ProfileRecorded, RoundSubmitted, RunPlanned
-from ledger.hashing import canonical, sha256_hex
-from ledger.jsonio import display
+from ledger.hashing import canonical, parse_canonical, sha256_hex
+from ledger.jsonio import RUN_ID_RE, display
+from ledger.projections import RunView
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
 
@@ -83,6 +82,7 @@ EVENT_KEYS = frozenset(
 BLOB_KEYS = frozenset({"type", "sha256", "size", "content"})
 CONSISTENCY_KEYS = frozenset({"old_size", "old_root", "proof"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]*")
 
 
 @dataclass(frozen=True)
@@ -102,14 +102,18 @@ def _line(value: dict[str, Any]) -> bytes:
 
 
 def export_run(
-    store: Store, run_id: str, out: Path, *, pinned_notes: Sequence[str] = ()
+    store: Store,
+    run_id: str,
+    out: Path,
+    *,
+    pinned_notes: Sequence[str] = (),
+    force: bool = False,
 ) -> ExportResult:
     """Write run `run_id` as a bundle to `out`, checked like `verify --bundle` before it is
     written. Pinned checkpoints (note texts) get consistency proofs, as do the checkpoints
     stored in the ledger."""
     out = Path(out).absolute()
-    if out.is_dir():
-        raise InputError(f"--out {display(out)} is a folder; name the bundle file")
+    files.check_output(out, force=force, protected=store.ledger_files())
     pinned = [parse_pinned(text) for text in pinned_notes]
     with store.transaction() as conn:
         stream = store.read_stream(conn, run_id)
@@ -155,6 +159,11 @@ def export_run(
         raise CheckFailed(
             f"run {run_id!r}: kernel source {sorted(kernels & set(missing))[0]} is not stored; "
             "run verify. Nothing was exported"
+        )
+    if missing:  # a bundle never leaves out a file its events name
+        raise CheckFailed(
+            f"run {run_id!r}: profile file {missing[0]} is not stored; run verify. Nothing "
+            "was exported"
         )
     present = {d: c for d, c in blobs.items() if c is not None}
     header = {
@@ -213,7 +222,7 @@ def export_run(
             f"run {run_id!r} does not verify ({f.check}: {f.reason}); nothing was exported"
         )
     data = b"".join(lines)
-    _write_atomically(out, data)
+    out = files.write_output(out, data, force=force, protected=store.ledger_files())
     return ExportResult(
         run_id=run_id,
         path=out,
@@ -249,16 +258,6 @@ def _named_blobs(stream: Sequence[StoredEvent]) -> set[str]:
             assert isinstance(profile, ProfileRecorded)
             out.update(f.sha256 for f in profile.files)
     return out
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        temp.write_bytes(data)
-        os.replace(temp, path)
-    except OSError as exc:
-        raise InputError(f"cannot write {display(path)}: {exc.strerror or exc}") from None
 
 
 # --- checking a bundle -------------------------------------------------------------------
@@ -307,6 +306,7 @@ class BundleContent:
     run_id: str
     records: list[StoredEvent]
     blobs: list[bytes]
+    view: RunView | None = None  # the run's projection rows, as the replay folded them
 
 
 class _Bad(Exception):
@@ -325,15 +325,9 @@ def check_bundle(
 ) -> tuple[BundleReport, BundleContent | None]:
     """Check a bundle file offline (no database); the content is returned when it passed."""
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            return check_lines(handle, pinned_note=pinned_note, verifier_key=verifier_key)
-    except FileNotFoundError:
-        raise InputError(f"bundle {display(path)} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"bundle {display(path)} is a folder, not a file") from None
-    except OSError as exc:
-        raise InputError(f"bundle {display(path)} cannot be read: {exc.strerror or exc}") from None
+    with files.open_input(path, "bundle", limit=files.max_bundle_bytes()) as handle:
+        lines = files.bounded_lines(handle, "bundle", display(path))
+        return check_lines(lines, pinned_note=pinned_note, verifier_key=verifier_key)
 
 
 def check_lines(
@@ -368,7 +362,7 @@ def _record_failure(report: BundleReport, failure: Failure) -> None:
 
 def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
     numbered = _parsed_lines(lines)
-    number, header = next(numbered, (1, None))
+    number, header, _ = next(numbered, (1, None, b""))
     if header is None:
         raise _bad("format", "the bundle is empty")
     cp, counts, heads = _header(number, header)
@@ -378,10 +372,10 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
     records: list[StoredEvent] = []
     last_seq = 0
     for _ in range(counts[0]):
-        number, value = next(numbered, (number + 1, None))
+        number, value, body = next(numbered, (number + 1, None, b""))
         if value is None or value.get("type") != "event":
             raise _bad("format", f"line {number}: expected event {len(records) + 1} of {counts[0]}")
-        e, proof = _event(number, value, header["run_id"])
+        e, proof = _event(number, value, header["run_id"], body)
         if e.seq <= last_seq or e.seq > cp.size:
             raise _bad(
                 "format",
@@ -389,7 +383,7 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
             )
         last_seq = e.seq
         try:
-            event = replay.check(e)
+            event = replay.check(e, value["payload"])  # its bytes: canonical, as the line is
             if not merkle.verify_inclusion(
                 bytes.fromhex(e.event_hash), e.seq - 1, cp.size, proof, cp.root
             ):
@@ -406,7 +400,7 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
         report.events_checked += 1
     blobs: dict[str, bytes] = {}
     for _ in range(counts[1]):
-        number, value = next(numbered, (number + 1, None))
+        number, value, _ = next(numbered, (number + 1, None, b""))
         if value is None or value.get("type") != "blob":
             raise _bad("format", f"line {number}: expected blob {len(blobs) + 1} of {counts[1]}")
         digest, content = _blob(number, value)
@@ -428,14 +422,19 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
         raise _bad("blobs", f"kernel source {missing[0]} named by the run is not in the bundle")
     report.warnings = replay.warnings
     report.heads = {old: b64(old_root) for old, old_root, _ in heads}
-    return BundleContent(header["run_id"], records, list(blobs.values()))
+    return BundleContent(header["run_id"], records, list(blobs.values()), replay.view)
 
 
-def _parsed_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _parsed_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    """(line number, JSON object, the line's bytes) of every line, each proven canonical."""
     for number, raw in enumerate(lines, start=1):
         if not raw.endswith(b"\n"):
             raise _bad("format", f"line {number} does not end with a newline (truncated?)")
         body = raw[:-1]
+        value = parse_canonical(body)
+        if type(value) is dict:
+            yield number, value, body
+            continue
         try:
             value = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
@@ -448,7 +447,7 @@ def _parsed_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, dict[str, Any]]
             exact = False
         if not exact:
             raise _bad("format", f"line {number} is not in RFC 8785 canonical form")
-        yield number, value
+        yield number, value, body
 
 
 def _keys(number: int, value: dict[str, Any], keys: frozenset[str], what: str) -> None:
@@ -462,11 +461,16 @@ def _int(value: Any) -> bool:
 
 
 def _hashes(number: int, values: Any, what: str) -> list[bytes]:
-    if not isinstance(values, list) or not all(
-        isinstance(v, str) and _HEX64.fullmatch(v) for v in values
+    # one match over the joined hashes once each is a string of 64 characters: an inclusion
+    # proof holds ~20 of them and every event line has one
+    if (
+        not isinstance(values, list)
+        or not all(isinstance(v, str) and len(v) == 64 for v in values)
+        or not _HEX.fullmatch(joined := "".join(values))
     ):
         raise _bad("format", f"line {number}: {what} must be a list of 64-hex hashes")
-    return [bytes.fromhex(v) for v in values]
+    raw = bytes.fromhex(joined)
+    return [raw[at : at + 32] for at in range(0, len(raw), 32)]
 
 
 def _header(
@@ -515,7 +519,9 @@ def _header(
     return cp, (header["events"], header["blobs"]), heads
 
 
-def _event(number: int, value: dict[str, Any], run_id: str) -> tuple[StoredEvent, list[bytes]]:
+def _event(
+    number: int, value: dict[str, Any], run_id: str, body: bytes
+) -> tuple[StoredEvent, list[bytes]]:
     _keys(number, value, EVENT_KEYS, "event")
     for key in ("seq", "stream_version", "schema_version"):
         if not _int(value[key]) or value[key] < 1:
@@ -538,11 +544,21 @@ def _event(number: int, value: dict[str, Any], run_id: str) -> tuple[StoredEvent
         event_type=value["event_type"],
         schema_version=value["schema_version"],
         recorded_at=value["recorded_at"],
-        payload=canonical(value["payload"]),
+        payload=_payload_bytes(body),
         parent_hash=value["parent_hash"],
         event_hash=value["event_hash"],
     )
     return e, proof
+
+
+def _payload_bytes(body: bytes) -> bytes:
+    """The payload's canonical bytes, cut from its event line (canonical, so the payload's
+    own bytes are in it as they are stored). The line's keys before "payload" hold strings,
+    in which `,"` cannot occur unescaped, so the first `,"payload":` is the event's; after it
+    come "proof" and keys of strings and integers only, so the last `,"proof":[` ends the
+    payload. A cut in the wrong place could only fail the event's hash check, never pass it.
+    """
+    return body[body.index(b',"payload":') + 11 : body.rindex(b',"proof":[')]
 
 
 def _blob(number: int, value: dict[str, Any]) -> tuple[str, bytes]:
@@ -630,19 +646,31 @@ class ImportResult:
     last_seq: int | None
 
 
-def import_bundle(store: Store, path: Path) -> ImportResult:
-    """Check a bundle, then append its run to this ledger verbatim (see
-    `audit_store.import_run_verbatim`): nothing is written unless everything checks."""
-    report, content = check_bundle(path)
+def import_bundle(
+    store: Store,
+    path: Path,
+    *,
+    pinned_note: str | None = None,
+    verifier_key: str | None = None,
+) -> ImportResult:
+    """Check a bundle (against a pinned checkpoint note when one is given), then append its
+    run to this ledger verbatim (see `audit_store.import_run_verbatim`): nothing is written
+    unless everything checks. Its run id must follow the run id pattern."""
+    report, content = check_bundle(path, pinned_note=pinned_note, verifier_key=verifier_key)
     if content is None:
         f = report.first_failure
         assert f is not None
         raise InputError(
             f"bundle {display(path)} does not verify ({f.check}: {f.reason}); nothing was imported"
         )
+    if not RUN_ID_RE.fullmatch(content.run_id):
+        raise InputError(
+            f"bundle {display(path)} holds run {display(content.run_id)!r}, which is not a run "
+            f"id (ids match {RUN_ID_RE.pattern}); nothing was imported"
+        )
     with store.transaction(write=True) as conn:
         outcome = audit_store.import_run_verbatim(
-            store, conn, content.run_id, content.records, content.blobs
+            store, conn, content.run_id, content.records, content.blobs, content.view
         )
     seqs = [e.seq for e in outcome.imported]
     return ImportResult(

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import text
 
 from ledger import projections
 from ledger.controller import conclusion_event
@@ -40,6 +40,7 @@ from ledger.errors import InputError
 from ledger.events import (
     Event,
     MeasurementsRecorded,
+    ProfileRecorded,
     RoundDecided,
     RoundSubmitted,
     RunConcluded,
@@ -49,11 +50,10 @@ from ledger.events import (
     load_event,
 )
 from ledger.evidence import RunEvidence
-from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
+from ledger.hashing import ZERO_HASH, canonical, event_hash, parse_canonical, sha256_hex
 from ledger.projections import RunView
 from ledger.round import admit, decision
 from ledger.store.eventstore import Store, StoredEvent
-from ledger.store.tables import blobs
 
 CHECKS = ("seq", "hash", "chain", "canonical", "payload", "replay", "projection", "blobs")
 CHAIN_CHECKS = CHECKS[:3]
@@ -120,6 +120,7 @@ class _Stream:
     validation: ValidationLinked | None = None
     measured: MeasurementsRecorded | None = None
     kernels: set[str] = field(default_factory=set)
+    profile_files: set[str] = field(default_factory=set)
     evidence: RunEvidence = field(default_factory=RunEvidence)
     warnings: list[str] = field(default_factory=list)
 
@@ -133,8 +134,16 @@ class _Concluded:
     version: int
     last_hash: str
     projection: str | None
-    missing_kernel: str | None
+    missing_blob: str | None
     warnings: list[str]
+
+
+@dataclass(slots=True)
+class _Head:
+    """A run's chain head, for the per-event checks alone (`LedgerCheck`)."""
+
+    version: int = 0
+    last_hash: str = ZERO_HASH
 
 
 def _fail(e: StoredEvent | None, check: str, reason: str) -> ReplayStop:
@@ -143,7 +152,15 @@ def _fail(e: StoredEvent | None, check: str, reason: str) -> ReplayStop:
     return ReplayStop(Failure(e.seq, e.stream_id, e.stream_version, check, reason))
 
 
-def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int | None) -> Event:
+def _check_record(
+    e: StoredEvent,
+    state: _Stream | _Concluded | _Head,
+    expected_seq: int | None,
+    payload_value: Any = None,
+) -> Event:
+    """The seq, hash, chain, canonical and payload checks of one event; its parsed event.
+    `payload_value`: the payload's JSON value, from a caller that has proven `e.payload` to
+    be its canonical bytes already (a bundle line checked whole)."""
     if expected_seq is not None and e.seq != expected_seq:
         raise _fail(e, "seq", GAP.format(expected=expected_seq, seq=e.seq))
     if e.computed_hash() != e.event_hash:
@@ -154,6 +171,20 @@ def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int
         )
     if e.parent_hash != state.last_hash:
         raise _fail(e, "chain", BAD_PARENT)
+    value = payload_value if payload_value is not None else _canonical_value(e)
+    try:
+        return load_event(e.event_type, e.schema_version, value)
+    except ValueError as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise _fail(e, "payload", f"{e.event_type} payload is invalid: {reason}") from None
+
+
+def _canonical_value(e: StoredEvent) -> Any:
+    """The payload's JSON value, once its bytes are proven RFC 8785 canonical (the fast
+    check where it can tell, else a parse and the canonicalizer, which names the fault)."""
+    value = parse_canonical(e.payload)
+    if value is not None:
+        return value
     try:
         value = json.loads(e.payload)
     except (ValueError, UnicodeDecodeError):
@@ -164,11 +195,7 @@ def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int
         raise _fail(e, "canonical", f"payload cannot be canonical: {exc.__cause__}") from None
     if canonical_bytes != e.payload:
         raise _fail(e, "canonical", "payload bytes are not RFC 8785 canonical")
-    try:
-        return load_event(e.event_type, e.schema_version, value)
-    except ValueError as exc:
-        reason = " ".join(str(exc).split())[:300]
-        raise _fail(e, "payload", f"{e.event_type} payload is invalid: {reason}") from None
+    return value
 
 
 def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
@@ -191,6 +218,8 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
         state.measured = event
     elif isinstance(event, RoundDecided):
         _replay_decision(e, state, event)
+    elif isinstance(event, ProfileRecorded):
+        state.profile_files.update(f.sha256 for f in event.files)
     elif isinstance(event, RunConcluded) and view is not None:
         full = RunView(run=view.run, cases=view.cases, rounds=view.rounds)
         if conclusion_event(full) != event:
@@ -216,6 +245,7 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
         raise _fail(e, "replay", "a validated candidate was decided without measurements")
     measured = state.measured.measurements if state.measured and passed else None
     expected = decision(view, submitted, state.evidence, measured)
+    expected = _as_recorded(expected, event)
     if expected != event and _numpy_drift_only(expected, event):
         state.warnings.append(
             f"seq {e.seq}: round {event.round}'s statistics were recomputed under numpy "
@@ -232,6 +262,17 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
         raise _fail(
             e, "replay", f"round {event.round}: recorded {what} differ from a re-derivation"
         )
+
+
+def _as_recorded(expected: RoundDecided, recorded: RoundDecided) -> RoundDecided:
+    """The re-derived decision as its recorded one could hold it: a field added to
+    RoundDecided after the event was recorded (no such key in its stored payload, so pydantic
+    filled in the default) takes the recorded value, since the rules of the time did not
+    produce it. Every event recorded since holds every field."""
+    absent = RoundDecided.model_fields.keys() - recorded.model_fields_set
+    if not absent:
+        return expected
+    return expected.model_copy(update={name: getattr(recorded, name) for name in absent})
 
 
 def _numpy_drift_only(expected: RoundDecided, recorded: RoundDecided) -> bool:
@@ -259,6 +300,7 @@ def verify_ledger(
     with store.transaction() as conn:
         total = store.event_count(conn)
         try:
+            _check_storage(store, conn, run_id, "payload")
             expected_seq = 1 if run_id is None else None
             for e in store.iter_events(conn, stream_id=run_id):
                 state = streams.get(e.stream_id)
@@ -281,8 +323,8 @@ def verify_ledger(
                     expected_seq += 1
                 if on_progress and report.events_checked % 5000 == 0:
                     on_progress(report.events_checked, total)
-            if run_id is not None and not streams:
-                raise _fail(None, "replay", f"run {run_id!r} has no events in the ledger")
+            if run_id is not None and not streams:  # a wrong --run, not a failed check
+                raise InputError(f"run {run_id!r} is not in the ledger")
             _check_projections(store, conn, streams, run_id)
             _check_blobs(store, conn, streams)
         except ReplayStop as stop:
@@ -317,6 +359,7 @@ def verify_chain(
     with store.transaction() as conn:
         total = store.event_count(conn) if on_progress else 0
         try:
+            _check_storage(store, conn, run_id, "hash")  # the hash is over these bytes
             start = (0, ZERO_HASH)
             for page in store.iter_event_pages(conn, batch=batch, stream_id=run_id):
                 for row in page:
@@ -348,7 +391,7 @@ def verify_chain(
                 if on_progress:
                     on_progress(expected - 1, total)
             if not whole and not heads:
-                raise _fail(None, "chain", f"run {run_id!r} has no events in the ledger")
+                raise InputError(f"run {run_id!r} is not in the ledger")
         except ReplayStop as stop:
             report.first_failure = stop.failure
             report.checks[stop.failure.check] = "failed"
@@ -373,7 +416,7 @@ def _conclude(store: Store, conn, stream_id: str, state: _Stream) -> _Concluded:
         state.version,
         state.last_hash,
         _projection_fault(stream_id, state.view, stored),
-        _missing_kernel(conn, state.kernels),
+        _missing_blob(store, conn, state),
         state.warnings,
     )
 
@@ -424,29 +467,83 @@ def _check_projections(
             raise _fail(None, "projection", fault)
 
 
-_STORED_DIGESTS = select(blobs.c.sha256).where(blobs.c.sha256.in_(bindparam("d", expanding=True)))
-
-
-def _missing_kernel(conn, kernels: set[str]) -> str | None:
-    """The first (in sha256 order) of these kernel sources that is not stored."""
-    wanted = sorted(kernels)
-    stored: set[str] = set()
-    for start in range(0, len(wanted), 500):
-        stored.update(conn.execute(_STORED_DIGESTS, {"d": wanted[start : start + 500]}).scalars())
+def _missing(store: Store, conn, digests: set[str]) -> str | None:
+    """The first (in sha256 order) of these blobs that is not stored."""
+    wanted = sorted(digests)
+    stored = store.stored_digests(conn, wanted)
     return next((digest for digest in wanted if digest not in stored), None)
 
 
+def _missing_blob(store: Store, conn, state: _Stream) -> str | None:
+    """What the run names that is not stored: a kernel source, else a profile file."""
+    kernel = _missing(store, conn, state.kernels)
+    if kernel is not None:
+        return f"kernel source {kernel} is not stored"
+    profile = _missing(store, conn, state.profile_files - state.kernels)
+    return f"profile file {profile} is not stored" if profile is not None else None
+
+
+_SQLITE_EVENT_TYPES = {
+    "event_id": "text",
+    "stream_id": "text",
+    "stream_version": "integer",
+    "event_type": "text",
+    "schema_version": "integer",
+    "recorded_at": "text",
+    "payload": "blob",
+    "parent_hash": "text",
+    "event_hash": "text",
+}
+
+
+def _check_storage(store: Store, conn, run_id: str | None, check: str) -> None:
+    """On SQLite (which stores any value in any column), the first event with a column of
+    another storage type than the ledger writes (a payload stored as text, say): reading
+    it as if it were right would hide a rewrite of the database."""
+    if store.dialect != "sqlite":
+        return  # PostgreSQL enforces the column types
+    wrong = " OR ".join(f"typeof({c}) != '{t}'" for c, t in _SQLITE_EVENT_TYPES.items())
+    kinds = ", ".join(f"typeof({c})" for c in _SQLITE_EVENT_TYPES)
+    where = f"({wrong})" + (" AND stream_id = :run" if run_id is not None else "")
+    row = conn.execute(
+        text(
+            f"SELECT seq, stream_id, stream_version, {kinds} FROM events WHERE {where} "
+            "ORDER BY seq LIMIT 1"
+        ),
+        {"run": run_id} if run_id is not None else {},
+    ).first()
+    if row is not None:
+        found = dict(zip(_SQLITE_EVENT_TYPES, row[3:], strict=True))
+        column = next(c for c, t in _SQLITE_EVENT_TYPES.items() if found[c] != t)
+        reason = (
+            f"column {column} is stored as {found[column]}, not {_SQLITE_EVENT_TYPES[column]}: "
+            "the row was written outside kernel-ledger"
+        )
+        raise ReplayStop(Failure(row[0], str(row[1]), row[2], check, reason))
+
+
 def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -> None:
+    sqlite = store.dialect == "sqlite"
+    wrong = "typeof(content) != 'blob' OR typeof(size) != 'integer' OR " if sqlite else ""
+    row = conn.execute(
+        text(
+            f"SELECT sha256 FROM blobs WHERE {wrong}size != length(content) ORDER BY sha256 LIMIT 1"
+        )
+    ).first()
+    if row is not None:
+        raise _fail(
+            None, "blobs", f"stored blob {row[0]}: its size or storage type is not what was stored"
+        )
     for digest, content in store.iter_blobs(conn):
         if sha256_hex(content) != digest:
             raise _fail(None, "blobs", f"stored kernel source {digest} does not hash to its key")
     for stream_id, state in sorted(streams.items()):
         if type(state) is _Concluded:
-            missing = state.missing_kernel
+            missing = state.missing_blob
         else:
-            missing = _missing_kernel(conn, state.kernels)
+            missing = _missing_blob(store, conn, state)
         if missing is not None:
-            raise _fail(None, "blobs", f"run {stream_id!r}: kernel source {missing} is not stored")
+            raise _fail(None, "blobs", f"run {stream_id!r}: {missing}")
 
 
 def rebuild_projections(store: Store) -> int:
@@ -464,6 +561,27 @@ def rebuild_projections(store: Store) -> int:
     return len(views)
 
 
+class LedgerCheck:
+    """The per-event checks of `verify` (seq gapless from 1, hash, chain, canonical payload,
+    payload validates) over a whole ledger's events in seq order, without the replay, for a
+    reader that moves them (`db copy`). Memory: one chain head per run."""
+
+    def __init__(self) -> None:
+        self._heads: dict[str, _Head] = {}
+        self._expected = 1
+
+    def check(self, e: StoredEvent) -> Event:
+        """Check the next event and move its run's head past it; returns the parsed event.
+        Raises `ReplayStop` with the failure."""
+        head = self._heads.get(e.stream_id)
+        if head is None:
+            head = self._heads[e.stream_id] = _Head()
+        event = _check_record(e, head, self._expected)
+        head.version, head.last_hash = e.stream_version, e.event_hash
+        self._expected += 1
+        return event
+
+
 class RunReplay:
     """One run's events replayed in order under the checks `verify` applies to each (hash,
     stream version, parent link, then the replay rules), for a reader that is not a store,
@@ -472,14 +590,20 @@ class RunReplay:
     def __init__(self) -> None:
         self._state = _Stream()
 
-    def check(self, e: StoredEvent) -> Event:
-        """The event's own checks (hash, version, parent); returns the parsed event."""
-        return _check_record(e, self._state, None)
+    def check(self, e: StoredEvent, payload_value: Any = None) -> Event:
+        """The event's own checks (hash, version, parent, canonical payload); returns the
+        parsed event. `payload_value`: see `_check_record`."""
+        return _check_record(e, self._state, None, payload_value)
 
     def apply(self, e: StoredEvent, event: Event) -> None:
         """Replay a checked event and move the run's head past it."""
         _replay(e, self._state, event)
         self._state.version, self._state.last_hash = e.stream_version, e.event_hash
+
+    @property
+    def view(self) -> RunView | None:
+        """The run's projection rows, folded from the events replayed so far."""
+        return self._state.view
 
     @property
     def kernels(self) -> set[str]:
