@@ -567,7 +567,7 @@ def _templates() -> Any:
         raise InputError(
             "the HTML report needs jinja2: pip install 'kernel-ledger[report]'"
         ) from None
-    from ledger import templates
+    from ledger import rendering as templates
 
     return templates
 

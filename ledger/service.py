@@ -1054,7 +1054,9 @@ def analyze(
     existing = [name for name in OUTPUT_NAMES if os.path.lexists(targets[name])]
     if existing and not force:
         final = (
-            _output_files(view, plan, service.head_hash(run_id), command) if view.concluded else {}
+            _output_files(view, plan, service.head_hash(run_id), command, explanations)
+            if view.concluded
+            else {}
         )
         for name in existing:
             if name not in final or not files.same_bytes(targets[name], final[name]):
@@ -1067,7 +1069,7 @@ def analyze(
     try:
         preview = service.conclusion_preview(view)
         on_error = _output_error(output_dir, concluded=view.concluded)
-        for name, data in _output_files(preview, plan, "0" * 64, command).items():
+        for name, data in _output_files(preview, plan, "0" * 64, command, explanations).items():
             # some slack for a round recorded meanwhile
             padded = data + b" " * max(4096, len(data) // 4)
             staged[name] = files.StagedOutput(

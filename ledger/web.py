@@ -292,7 +292,7 @@ def create_app(url: str) -> Any:
     from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
 
-    from ledger import templates
+    from ledger import rendering as templates
     from ledger.projections import as_dict
     from ledger.service import LedgerService
     from ledger.store.eventstore import RoundFilter, Store
