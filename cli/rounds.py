@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from cli.common import JSON, input_path, open_service
+from cli import tools
+from cli.common import JSON, ledger
 from cli.output import emit_json, pct, say
 
 
@@ -25,21 +24,15 @@ def plan(
 
     Example: kernel-ledger plan --config examples/softmax-demo/config.json
     """
-    result = open_service(ctx, create=True).plan(input_path(config, "--config"))
+    out = tools.plan(ledger(ctx), config)
     if as_json:
-        emit_json(
-            {
-                "status": "planned",
-                "run_id": result.run_id,
-                "kernel_sha256": result.kernel_sha256,
-                "case_count": result.case_count,
-            }
-        )
-    else:
-        say(
-            f"planned run {result.run_id}: {result.case_count} cases, kernel "
-            f"{result.kernel_sha256[:12]}"
-        )
+        emit_json(out.document)
+        return
+    result = out.value
+    say(
+        f"planned run {result.run_id}: {result.case_count} cases, kernel "
+        f"{result.kernel_sha256[:12]}"
+    )
 
 
 def record(
@@ -52,30 +45,17 @@ def record(
 
     Example: kernel-ledger record --run softmax-demo-001 --result rounds/round-1.json
     """
-    r = open_service(ctx).record(run, input_path(result, "--result"))
+    out = tools.record(ledger(ctx), run, result)
     if as_json:
-        emit_json(
-            {
-                "status": "recorded",
-                "run_id": r.run_id,
-                "round": r.round,
-                "decision": r.decision,
-                "relative_improvement": r.relative_improvement,
-                "worst_case_regression": r.worst_case_regression,
-                "cumulative_improvement": r.cumulative_improvement,
-                "target_met": r.target_met,
-                "needs_diagnosis": r.needs_diagnosis,
-                "remaining_rounds": r.remaining_rounds,
-                "best_kernel_sha256": r.best_kernel_sha256,
-            }
-        )
-    else:
-        say(
-            f"round {r.round}: {r.decision}  I {pct(r.relative_improvement)}  "
-            f"R {pct(r.worst_case_regression)}  cumulative {pct(r.cumulative_improvement)}  "
-            f"target {'met' if r.target_met else 'not met'}  "
-            f"{r.remaining_rounds} rounds left" + ("  NEEDS DIAGNOSIS" if r.needs_diagnosis else "")
-        )
+        emit_json(out.document)
+        return
+    r = out.value
+    say(
+        f"round {r.round}: {r.decision}  I {pct(r.relative_improvement)}  "
+        f"R {pct(r.worst_case_regression)}  cumulative {pct(r.cumulative_improvement)}  "
+        f"target {'met' if r.target_met else 'not met'}  "
+        f"{r.remaining_rounds} rounds left" + ("  NEEDS DIAGNOSIS" if r.needs_diagnosis else "")
+    )
 
 
 def analyze(
@@ -94,24 +74,12 @@ def analyze(
 
     Example: kernel-ledger analyze --run softmax-demo-001 --output-dir out/softmax
     """
-    from ledger.service import analyze as run_analyze
-
-    folder = (
-        Path(output_dir) if output_dir else Path(".vaws-local/ascend-triton/optimization") / run
-    )
-    r = run_analyze(open_service(ctx), run, folder)
+    out = tools.analyze(ledger(ctx), run, output_dir)
     if as_json:
-        emit_json(
-            {
-                "status": r.status,
-                "run_id": r.run_id,
-                "target_met": r.target_met,
-                "best_kernel_sha256": r.best_kernel_sha256,
-                "analysis": str(r.analysis_path),
-            }
-        )
-    else:
-        say(
-            f"run {r.run_id} concluded {r.status}; best kernel {r.best_kernel_sha256[:12]}; "
-            f"wrote {r.output_dir}/analysis.json, report.md, manifest.json"
-        )
+        emit_json(out.document)
+        return
+    r = out.value
+    say(
+        f"run {r.run_id} concluded {r.status}; best kernel {r.best_kernel_sha256[:12]}; "
+        f"wrote {r.output_dir}/analysis.json, report.md, manifest.json"
+    )

@@ -7,7 +7,8 @@ import sys
 
 import typer
 
-from cli.common import JSON, input_path, open_service
+from cli import tools
+from cli.common import JSON, input_path, ledger
 from cli.output import emit_json, pct, say
 
 
@@ -29,10 +30,11 @@ def noise(
 
     Example: kernel-ledger noise --run softmax-demo-001 --measurements aa-1.json
     """
-    result = open_service(ctx).noise(run, input_path(measurements, "--measurements"))
+    out = tools.noise(ledger(ctx), run, measurements)
     if as_json:
-        emit_json({"status": "recorded", **result})
+        emit_json(out.document)
         return
+    result = out.value
     state = (
         f"drift sigma {result['drift_sigma']:.4g} from {result['drift_pairs']} pairs"
         if result["drift_estimated"]
