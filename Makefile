@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,postgres,sign,report]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,postgres,sign,report,mcp]'
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -54,6 +54,24 @@ audit.register(app)
 app.add_typer(db.app, name="db")
 
 
+@app.command("mcp")
+def mcp_server(ctx: typer.Context) -> None:
+    """Serve the campaign and audit commands as MCP tools on stdin/stdout, for coding
+    agents: one process, the ledger opened once. Results are the objects --json prints.
+
+    Example: kernel-ledger --db sqlite:///ledger.sqlite3 mcp
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        from ledger.errors import InputError
+
+        raise InputError("kernel-ledger mcp needs the MCP SDK: pip install 'kernel-ledger[mcp]'")
+    from cli.mcpserver import serve
+
+    serve((ctx.obj or {}).get("db"))
+
+
 def command() -> typer.core.TyperGroup:
     """The click command of the app, with text options and flags coerced without pydantic.
 
