@@ -15,11 +15,12 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from cli.mcpserver import TOOLS  # noqa: E402
-from conftest import CliRunner, new_pg_database  # noqa: E402
+from cli.mcpserver import TOOLS
+
+from conftest import CliRunner, new_pg_database
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "softmax-demo"
