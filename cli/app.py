@@ -15,7 +15,7 @@ try:  # newer typer ships its own copy of click
 except ImportError:  # pragma: no cover - typer releases that depend on click
     from click import exceptions as click_exceptions
 
-from cli import audit, db, insight, query, rounds, stats
+from cli import audit, db, insight, query, rounds, skill, stats
 from cli import report as report_cmd
 from cli.output import EXIT_INTERNAL, error
 
@@ -52,6 +52,7 @@ stats.register(app)
 report_cmd.register(app)
 audit.register(app)
 app.add_typer(db.app, name="db")
+app.add_typer(skill.app, name="skill")
 
 
 @app.command("mcp")

@@ -44,9 +44,11 @@ Round = Annotated[int, Field(description="A round number (0: the baseline).", ge
 
 
 class PlanArgs(Args):
-    """Validate a run configuration and lock the run (baseline, cases, objective)."""
+    """Validate a run configuration and lock the run (baseline, cases, objective); with
+    dry_run, only check it."""
 
     config: Path_
+    dry_run: bool = False
 
 
 class RecordArgs(Args):

@@ -18,21 +18,29 @@ def register(app: typer.Typer) -> None:
 def plan(
     ctx: typer.Context,
     config: str = typer.Option(..., "--config", metavar="FILE", help="Run configuration JSON."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Only check the configuration; write nothing."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Validate a run configuration and lock the run (baseline, cases, objective).
 
-    Example: kernel-ledger plan --config examples/softmax-demo/config.json
+    A key the contract does not know is kept, with a warning when it looks like a typo of
+    one it does; so is an objective value that reads like a percentage.
+
+    Example: kernel-ledger plan --config examples/softmax-demo/config.json --dry-run
     """
-    out = tools.plan(ledger(ctx), config)
+    out = tools.plan(ledger(ctx), config, dry_run)
     if as_json:
         emit_json(out.document)
         return
     result = out.value
+    what = "checked (nothing written)" if dry_run else "planned"
     say(
-        f"planned run {result.run_id}: {result.case_count} cases, kernel "
-        f"{result.kernel_sha256[:12]}"
+        f"{what} run {result.run_id}: {result.case_count} cases, kernel {result.kernel_sha256[:12]}"
     )
+    for warning in result.warnings:
+        say(f"warning: {warning}")
 
 
 def record(

@@ -56,14 +56,16 @@ def input_path(value: str | None, flag: str) -> Path:
 # --- writes ----------------------------------------------------------------------------------
 
 
-def plan(ledger: Ledger, config: str) -> Outcome:
-    result = ledger.service(create=True).plan(input_path(config, "--config"))
+def plan(ledger: Ledger, config: str, dry_run: bool = False) -> Outcome:
+    service = ledger.service(create=not dry_run)
+    result = service.plan(input_path(config, "--config"), dry_run=dry_run)
     return Outcome(
         {
-            "status": "planned",
+            "status": "checked" if dry_run else "planned",
             "run_id": result.run_id,
             "kernel_sha256": result.kernel_sha256,
             "case_count": result.case_count,
+            "warnings": list(result.warnings),
         },
         result,
     )

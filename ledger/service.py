@@ -30,7 +30,13 @@ from ledger.controller import (
     profile_event,
     settings_from,
 )
-from ledger.errors import ConflictError, InputError, LedgerError, StoreUnavailable
+from ledger.errors import (
+    ConflictError,
+    InputError,
+    LedgerError,
+    LedgerMissing,
+    StoreUnavailable,
+)
 from ledger.events import (
     CaseWeight,
     DiagnosisRecorded,
@@ -54,6 +60,7 @@ from ledger.inputs import (
     ValidationEvidence,
     check_measurements,
     check_validation,
+    config_warnings,
     load_config,
     load_round_result,
     parse_measurements,
@@ -75,6 +82,8 @@ class PlanResult:
     run_id: str
     kernel_sha256: str
     case_count: int
+    warnings: tuple[str, ...] = ()
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,7 +222,7 @@ class PlannedRun:
     kernel: KernelFile
 
 
-def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
+def plan_events(doc: JsonFile, config: Any, warnings: Sequence[str] = ()) -> PlannedRun:
     """Check a loaded run configuration and build the events that lock the run.
 
     Shared by `plan` and the legacy importer, so an imported run passes exactly the checks
@@ -256,6 +265,7 @@ def plan_events(doc: JsonFile, config: Any) -> PlannedRun:
         measurement_policy=config.measurement_policy,
         config=recorded_file(config_path, doc.sha256, doc.size),
         config_document=doc.value,
+        warnings=list(warnings) or None,
     )
     events = (
         planned_event,
@@ -454,15 +464,25 @@ class LedgerService:
 
     # --- plan ----------------------------------------------------------------------------
 
-    def plan(self, config_path: Path) -> PlanResult:
-        """Validate a run configuration and lock the run."""
+    def plan(self, config_path: Path, *, dry_run: bool = False) -> PlanResult:
+        """Validate a run configuration and lock the run; with `dry_run`, only check it
+        (the run id included, where a ledger exists) and write nothing."""
         doc, config = load_config(Path(config_path).absolute())
-        planned = plan_events(doc, config)
-        with self.store.transaction() as conn:
-            if self.store.stream_head(conn, config.run_id)[0] != 0:
-                raise InputError(f"run {config.run_id!r} is already in the ledger")
-        self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
-        return PlanResult(config.run_id, planned.kernel.ref.sha256, len(config.case_ids))
+        warnings = tuple(config_warnings(doc.value))
+        planned = plan_events(doc, config, warnings=warnings)
+        try:
+            with self.store.transaction() as conn:
+                if self.store.stream_head(conn, config.run_id)[0] != 0:
+                    raise InputError(f"run {config.run_id!r} is already in the ledger")
+        except LedgerMissing:
+            if not dry_run:
+                raise
+        result = PlanResult(
+            config.run_id, planned.kernel.ref.sha256, len(config.case_ids), warnings, dry_run
+        )
+        if not dry_run:
+            self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
+        return result
 
     # --- record --------------------------------------------------------------------------
 

@@ -34,7 +34,13 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
-from ledger.errors import ConflictError, InputError, SchemaOutOfDate, StoreUnavailable
+from ledger.errors import (
+    ConflictError,
+    InputError,
+    LedgerMissing,
+    SchemaOutOfDate,
+    StoreUnavailable,
+)
 from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.jsonio import display
 from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
@@ -195,7 +201,7 @@ class Store:
                     "start a new ledger"
                 ) from None
             if not create:
-                raise StoreUnavailable(
+                raise LedgerMissing(
                     f"there is no ledger at {display(path)}; nothing was created (only plan, "
                     "import and db upgrade create a ledger): check --db or KERNEL_LEDGER_DB"
                 ) from None
