@@ -273,7 +273,7 @@ def export(
 
 def import_(
     ctx: typer.Context,
-    file: str = typer.Argument(None, metavar="[FILE]", help="A bundle written by export."),
+    file: str = typer.Argument(None, metavar="FILE", help="A bundle written by export."),
     legacy: str = typer.Option(
         None, "--legacy", metavar="DIR", help="A run folder of the JSON-file controller."
     ),

@@ -10,7 +10,9 @@ from cli.output import emit_json, say
 SKILL_DIR = (".agents", "skills", "kernel-ledger")
 FILES = ("SKILL.md", "references/commands.md", "references/decisions.md", "mcp.json")
 
-app = typer.Typer(help="The kernel-ledger skill for coding agents.", no_args_is_help=True)
+app = typer.Typer(
+    help="The kernel-ledger skill for coding agents.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def shipped(name: str) -> bytes:
@@ -21,7 +23,7 @@ def shipped(name: str) -> bytes:
 
 @app.command("install")
 def install(
-    folder: str = typer.Argument(".", metavar="[DIR]", help="The workspace (default: here)."),
+    folder: str = typer.Argument(".", metavar="DIR", help="The workspace (default: here)."),
     check: bool = typer.Option(
         False, "--check", help="Only tell whether the installed copy is current (exit 1 if not)."
     ),
