@@ -6,7 +6,7 @@ import typer
 
 from cli import tools
 from cli.common import JSON, ledger
-from cli.output import emit_json, pct, say, table
+from cli.output import diagnose_hint, emit_json, failures, pct, say, table
 
 
 def register(app: typer.Typer) -> None:
@@ -56,9 +56,10 @@ def status(
     say(f"run {r.run_id} ({r.op_name} on {r.soc}): {r.conclusion or r.status}")
     say(
         f"  rounds {r.rounds_recorded}/{r.max_rounds}, kept {r.kept_rounds}, consecutive "
-        f"failures {r.consecutive_failures}/{r.max_consecutive_failures}"
-        + (", NEEDS DIAGNOSIS" if r.needs_diagnosis else "")
+        f"failures {failures(r.consecutive_failures, r.max_consecutive_failures)}"
     )
+    if r.needs_diagnosis and not r.conclusion:
+        say(f"  {diagnose_hint(r.run_id)}")
     say(
         f"  cumulative improvement {pct(r.cumulative_improvement)} (target "
         f"{pct(r.target_relative_improvement)}, {'met' if r.target_met else 'not met'})"

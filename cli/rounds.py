@@ -6,7 +6,7 @@ import typer
 
 from cli import tools
 from cli.common import JSON, ledger
-from cli.output import emit_json, pct, say
+from cli.output import diagnose_hint, emit_json, pct, plural, say
 
 
 def register(app: typer.Typer) -> None:
@@ -58,12 +58,16 @@ def record(
         emit_json(out.document)
         return
     r = out.value
+    if r.already_recorded:
+        say(f"round {r.round} is already recorded from this file; nothing was written")
     say(
         f"round {r.round}: {r.decision}  I {pct(r.relative_improvement)}  "
         f"R {pct(r.worst_case_regression)}  cumulative {pct(r.cumulative_improvement)}  "
         f"target {'met' if r.target_met else 'not met'}  "
-        f"{r.remaining_rounds} rounds left" + ("  NEEDS DIAGNOSIS" if r.needs_diagnosis else "")
+        f"{plural(r.remaining_rounds, 'round')} left"
     )
+    if r.needs_diagnosis:
+        say(diagnose_hint(r.run_id))
 
 
 def analyze(

@@ -86,6 +86,7 @@ def record(ledger: Ledger, run: str, result: str) -> Outcome:
             "needs_diagnosis": r.needs_diagnosis,
             "remaining_rounds": r.remaining_rounds,
             "best_kernel_sha256": r.best_kernel_sha256,
+            "already_recorded": r.already_recorded,
         },
         r,
     )
@@ -227,8 +228,7 @@ def history(
     limit: int | None = None,
 ) -> Outcome:
     from ledger.errors import InputError
-    from ledger.projections import as_dict
-    from ledger.store.eventstore import RoundFilter, query_rounds
+    from ledger.store.eventstore import RoundFilter, list_runs, query_rounds
 
     if decision is not None and decision.upper() not in DECISIONS:
         raise InputError(f"--decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
@@ -253,21 +253,68 @@ def history(
         service.view(run)  # an unknown run is an error, not an empty list
     with service.store.transaction() as conn:
         rows = query_rounds(conn, f)
-    return Outcome({"status": "ok", "count": len(rows), "rounds": [as_dict(r) for r in rows]}, rows)
+        runs = {r.run_id: r for r in list_runs(conn)} if rows else {}
+    return Outcome(
+        {
+            "status": "ok",
+            "count": len(rows),
+            "rounds": [round_document(r, runs.get(r.run_id)) for r in rows],
+        },
+        rows,
+    )
+
+
+def round_document(row, run) -> dict[str, Any]:
+    """A decided round as history --json gives it: the projection row with `flags` a list,
+    `start_signals` an object, and `reason`, the decision's grounds in one sentence."""
+    import json
+
+    from ledger.projections import as_dict
+
+    doc = as_dict(row)
+    doc["flags"] = [f for f in (row.flags or "").split(",") if f]
+    doc["start_signals"] = json.loads(row.start_signals) if row.start_signals else None
+    doc["reason"] = decision_reason(row, run)
+    return doc
+
+
+def decision_reason(row, run) -> str:
+    """Why the round got its decision, from its I and R and the run's objective."""
+    if row.decision == "FAIL" or row.relative_improvement is None:
+        return f"validation {row.validation_status}: the candidate was not measured"
+    i, r = row.relative_improvement, row.worst_case_regression
+    if run is None:
+        return f"I {i:+.2%}, R {r:+.2%}"
+    floor, least, most = run.noise_floor, run.min_relative_improvement, run.max_case_regression
+    if abs(i) < floor:
+        by_medians = "NOISE"
+        grounds = f"|I| {abs(i):.2%} is below the noise floor {floor:.2%}"
+    elif i >= least and r <= most:
+        by_medians = "KEEP"
+        grounds = f"I {i:+.2%} reaches {least:.2%} and R {r:+.2%} stays within {most:.2%}"
+    elif i < least:
+        by_medians = "DISCARD"
+        grounds = f"I {i:+.2%} is below the minimum improvement {least:.2%}"
+    else:
+        by_medians = "DISCARD"
+        grounds = f"R {r:+.2%} exceeds the case-regression limit {most:.2%}"
+    if by_medians == row.decision:
+        return grounds
+    return f"the medians say {by_medians} ({grounds}), but the raw samples make it {row.decision}"
 
 
 def _like_profile(ledger: Ledger, path: str, kernel_name: str | None, limit: int) -> Outcome:
     from ledger.bottleneck import classify
     from ledger.profiles import load_profile
-    from ledger.projections import as_dict
     from ledger.similar import rank
-    from ledger.store.eventstore import rounds_with_bottleneck
+    from ledger.store.eventstore import list_runs, rounds_with_bottleneck
 
     parsed = load_profile(Path(path), kernel_name=kernel_name)
     attribution = classify(parsed.signals)
     store = ledger.store()
     with store.transaction() as conn:
         candidates = rounds_with_bottleneck(conn, str(attribution.bottleneck), 500)
+        runs = {r.run_id: r for r in list_runs(conn)} if candidates else {}
     similar = rank(parsed.signals, candidates, limit)
     return Outcome(
         {
@@ -276,7 +323,11 @@ def _like_profile(ledger: Ledger, path: str, kernel_name: str | None, limit: int
             "first_experiment": attribution.first_experiment,
             "count": len(similar),
             "rounds": [
-                {**as_dict(s.row), "distance": s.distance, "shared_signals": s.shared_signals}
+                {
+                    **round_document(s.row, runs.get(s.row.run_id)),
+                    "distance": s.distance,
+                    "shared_signals": s.shared_signals,
+                }
                 for s in similar
             ],
         },

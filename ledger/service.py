@@ -98,6 +98,7 @@ class RecordResult:
     needs_diagnosis: bool
     remaining_rounds: int
     best_kernel_sha256: str
+    already_recorded: bool = False  # a retry of a round recorded from this very file
 
 
 @dataclass(frozen=True)
@@ -493,6 +494,8 @@ class LedgerService:
         shown = display(result_path)
         view = self.view(run_id)
         run = view.run
+        if 1 <= result.round <= run.rounds_recorded:
+            return self._recorded(run, result.round, doc.sha256)
         if view.concluded:
             raise InputError(
                 f"run {run_id!r} has concluded ({run.conclusion}); it accepts no rounds"
@@ -593,6 +596,42 @@ class LedgerService:
             needs_diagnosis=decided.needs_diagnosis,
             remaining_rounds=decided.remaining_rounds,
             best_kernel_sha256=after.run.best_kernel_sha256,
+        )
+
+    def _recorded(self, run: Any, round_no: int, result_sha256: str) -> RecordResult:
+        """A round already in the ledger: the answer it got when this same result file was
+        recorded (a retry after the commit; nothing is written), else a rejection that
+        names its decision."""
+        from ledger.store.eventstore import RoundFilter, query_rounds
+
+        with self.store.transaction() as conn:
+            version = self.store.nth_version(conn, run.run_id, "RoundSubmitted", round_no)
+            submitted = (
+                self.store.read_version(conn, run.run_id, version) if version is not None else None
+            )
+            rows = query_rounds(conn, RoundFilter(run_id=run.run_id))
+        row = next((r for r in rows if r.round == round_no), None)
+        event = submitted.event() if submitted is not None else None
+        if row is None or not isinstance(event, RoundSubmitted):
+            raise InputError(f"round {round_no} of run {run.run_id!r} is already recorded")
+        if event.result.sha256 != result_sha256:
+            raise InputError(
+                f"round {round_no} of run {run.run_id!r} is already recorded (decided "
+                f"{row.decision}, from another result file); the next round is "
+                f"{run.rounds_recorded + 1}"
+            )
+        return RecordResult(
+            run_id=run.run_id,
+            round=round_no,
+            decision=row.decision,
+            relative_improvement=row.relative_improvement,
+            worst_case_regression=row.worst_case_regression,
+            cumulative_improvement=row.cumulative_improvement,
+            target_met=row.target_met,
+            needs_diagnosis=row.needs_diagnosis,
+            remaining_rounds=row.remaining_rounds,
+            best_kernel_sha256=row.best_kernel_sha256,
+            already_recorded=True,
         )
 
     # --- profiles and diagnosis ---------------------------------------------------------

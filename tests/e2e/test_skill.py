@@ -13,6 +13,7 @@ import typer.main
 
 from cli.app import app
 from cli.skill import FILES
+
 from conftest import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
