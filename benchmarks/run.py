@@ -22,12 +22,28 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_append, bench_history, bench_record, bench_small, bench_verify
+from benchmarks import (
+    bench_agents,
+    bench_append,
+    bench_history,
+    bench_record,
+    bench_small,
+    bench_verify,
+)
 from benchmarks.common import ROOT, Section, machine_facts, progress
 from benchmarks.ledgers import Ledgers
 from benchmarks.workload import Shape
 
-NAMES = ("append", "record", "verify", "history", "startup", "decisions", "postgres")
+NAMES = (
+    "append",
+    "record",
+    "verify",
+    "history",
+    "startup",
+    "decisions",
+    "postgres",
+    "agents",
+)
 FINDINGS = Path(__file__).with_name("findings.md")
 
 
@@ -165,6 +181,10 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
         timed(bench_small.decisions(repeats=5 if quick else 20), t0)
     if "postgres" in selected:
         sections.extend(_postgres(work, quick, reps))
+    if "agents" in selected:
+        t0 = time.perf_counter()
+        at = (1, 20, 100) if quick else (1, 100, 1000)
+        timed(bench_agents.measure(work / "agents", at=at, repeats=reps), t0)
     return sections
 
 

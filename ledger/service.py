@@ -131,13 +131,14 @@ def read_kernel(path: Path, what: str) -> KernelFile:
 def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement:
     """Normalize one measurement: read raw samples from `source` (JSON list of µs,
     {"unit", "samples"} or a Duration(us) CSV), compute the median when it is absent, check
-    it when both are given. Extra keys are kept verbatim."""
-    from ledger import samples as raw
-
+    it when both are given. Extra keys are kept verbatim. (ledger.samples is imported only
+    where there are samples.)"""
     median = row.median_us
     samples = list(row.samples_us) if row.samples_us is not None else None
     source = None
     if row.source is not None:
+        from ledger import samples as raw
+
         path = resolve(base_file, row.source)
         loaded = raw.load_samples_file(path)
         source = recorded_file(path, loaded.sha256, path.stat().st_size)
@@ -148,6 +149,8 @@ def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement
         ):
             raise InputError(f"{field}.samples_us differ from the samples in {field}.source")
     if samples is not None:
+        from ledger import samples as raw
+
         if median is None:
             median = raw.median(samples)
         else:
