@@ -4,8 +4,8 @@ A generated run looks like one an agent produced with `plan`, `record` and `anal
 `RunPlanned` with its whole configuration document, the baseline's validation and
 measurements, then rounds of `RoundSubmitted` (with the round-result document),
 `ValidationLinked`, `MeasurementsRecorded` (when validation passed), `ProfileRecorded`
-(when the round carried profiler signals) and a `RoundDecided` computed by the very
-function `record` uses (`service.decide_round`), and finally `RunConcluded`. Every kernel
+(when the round carried profiler signals) and a `RoundDecided`, all made by the very
+function `record` uses (`round.round_events`), and finally `RunConcluded`. Every kernel
 source goes into the blob table. The verifier's full replay accepts these ledgers.
 
 Writing goes through `Store.append` (canonical payload, hashes, chain), the projection
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ledger import projections
-from ledger.controller import attribution_settings, conclusion_event, decide_round, profile_event
+from ledger.controller import conclusion_event
 from ledger.events import (
     CaseWeight,
     Event,
@@ -38,6 +38,7 @@ from ledger.events import (
 )
 from ledger.evidence import RunEvidence
 from ledger.projections import RunView
+from ledger.round import admit, round_events
 from ledger.store.eventstore import NewEvent, Store
 
 OPS = (
@@ -248,7 +249,6 @@ class Generator:
         evidence = RunEvidence()
         for item in plan_events:
             evidence.apply(item)
-        settings = attribution_settings(plan)
         best = list(baseline)
         for number in range(1, shape.rounds + 1):
             param, text = MECHANISMS[rng.randrange(len(MECHANISMS))]
@@ -289,48 +289,21 @@ class Generator:
                 result_document=result_doc,
             )
             status = "passed" if passed else "failed"
-            items: list[Event] = [
-                submitted,
-                self._validation(rng, number, candidate.sha256, run_id, cases, status, root),
-            ]
-            measured = None
-            if passed:
-                measured = self._measured(rng, cases, medians, with_samples)
-                items.append(
-                    MeasurementsRecorded(
-                        round=number,
-                        role="candidate",
-                        kernel_sha256=candidate.sha256,
-                        measurements=measured,
-                    )
-                )
-            if signals is not None:
-                items.append(
-                    profile_event(
-                        settings,
-                        subject="round",
-                        round_no=number,
-                        kernel_sha256=candidate.sha256,
-                        origin="round-result",
-                        fmt="signals-json",
-                        signals=dict(signals),
-                    )
-                )
-            for item in items:
-                evidence.apply(item)
-            decided = decide_round(
-                view=view,
-                submitted=submitted,
-                evidence=evidence,
-                candidate_medians=[m.median_us for m in measured] if measured else None,
-                candidate_samples=(
-                    [list(m.samples_us) if m.samples_us else None for m in measured]
-                    if measured
-                    else None
-                ),
+            validation = self._validation(
+                rng, number, candidate.sha256, run_id, cases, status, root
             )
-            evidence.apply(decided)
-            items.append(decided)
+            measured = self._measured(rng, cases, medians, with_samples) if passed else None
+            assert not admit(view, number, submitted.parent_kernel_sha256)
+            outcome = round_events(
+                view=view,
+                evidence=evidence,
+                plan=plan,
+                submitted=submitted,
+                validation=validation,
+                measurements=measured,
+            )
+            decided = outcome.decided
+            items = outcome.events
             view = self._fold(view, items, clock, out)
             best = list(decided.best_after.medians_us)
         full = projections.RunView(run=view.run, cases=view.cases, rounds=view.rounds)

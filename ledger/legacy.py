@@ -15,7 +15,7 @@ The folder holds:
     analysis.json              (optional) written when the run was concluded
 
 The run is replayed as the events `plan` and `record` would have written, with the same
-input checks and the same pure decision function (`controller.decide_round`). Every
+input checks and the same round path (`round.admit`, `round.round_events`). Every
 recorded decision, figure and state field is compared with the replay; any disagreement,
 or a round whose parent was not the best kernel of its time, refuses the whole import with
 a report of every disagreement, and nothing is written.
@@ -39,40 +39,21 @@ from typing import Any
 
 from ledger import projections
 from ledger.analysis import manifest_run_id
-from ledger.controller import (
-    attribution_settings,
-    conclusion_event,
-    decide_round,
-    profile_event,
-)
+from ledger.controller import conclusion_event
 from ledger.errors import InputError
-from ledger.events import (
-    Event,
-    Measurement,
-    MeasurementsRecorded,
-    RoundDecided,
-    RoundSubmitted,
-    RunPlanned,
-)
+from ledger.events import Event, RoundDecided, RunPlanned
 from ledger.evidence import RunEvidence
 from ledger.hashing import sha256_hex
-from ledger.inputs import (
-    RoundResult,
-    check_validation,
-    load_config,
-    load_manifest,
-    parse_measurements,
-    resolve,
-    validate_model,
-)
+from ledger.inputs import RoundResult, load_config, load_manifest, resolve, validate_model
 from ledger.jsonio import JsonFile, display, read_json
 from ledger.projections import RunView
+from ledger.round import admit, round_events
 from ledger.service import (
-    measured_cases,
+    checked_round,
     plan_events,
     read_kernel,
     recorded_file,
-    validation_event,
+    submitted_event,
 )
 from ledger.store import audit_store
 from ledger.store.eventstore import Store
@@ -123,10 +104,13 @@ class _Replay:
     evidence: RunEvidence = field(default_factory=RunEvidence)
     problems: list[str] = field(default_factory=list)
 
-    def add(self, event: Event, at: str) -> None:
+    def add(self, event: Event, at: str, *, evidence_folded: bool = False) -> None:
+        """Append an event to the replay; `evidence_folded`: `round_events` folded it into
+        the evidence already."""
         version = len(self.items) + 1
         self.view = projections.apply(self.view, version, at, event)
-        self.evidence.apply(event)
+        if not evidence_folded:
+            self.evidence.apply(event)
         self.items.append((event, at))
 
 
@@ -237,21 +221,9 @@ def _round(
     result = validate_model(RoundResult, value, "legacy round", f"{display(path)} rounds[{index}]")
     view = replay.view
     assert view is not None
-    run = view.run
     label = f"round {result.round}"
-    expected_round = run.rounds_recorded + 1
-    if result.round != expected_round:
-        replay.problems.append(
-            f"{where} is round {result.round}, but the next round is {expected_round}"
-        )
-    if result.round > run.max_rounds:
-        replay.problems.append(f"{label} is beyond the budget of {run.max_rounds} rounds")
-    if result.parent_kernel_sha256 != run.best_kernel_sha256:
-        replay.problems.append(
-            f"broken parent chain: {label} names parent {result.parent_kernel_sha256[:12]}…, "
-            f"but the best kernel after round {run.rounds_recorded} was "
-            f"{run.best_kernel_sha256[:12]}…"
-        )
+    for refusal in admit(view, result.round, result.parent_kernel_sha256):
+        replay.problems.append(refusal.problem(where))
     candidate = read_kernel(resolve(path, result.candidate.path), f"{where}.candidate.path")
     recorded_sha = value["candidate"].get("sha256")
     if recorded_sha is None:
@@ -261,83 +233,30 @@ def _round(
             f"legacy {where}: candidate {display(candidate.ref.path)} hashes to "
             f"{candidate.ref.sha256}, not the recorded candidate.sha256 {recorded_sha!r}"
         )
-    planned = [c.case_id for c in view.cases]
-    validation = check_validation(
-        resolve(path, result.verification.manifest),
-        kernel_sha256=candidate.ref.sha256,
-        planned_case_ids=planned,
-        allowed_parents=[run_id, parent_run_id],
-    )
+    validation, measured = checked_round(result, path, candidate, view, f"{where}.measurements")
     verification = value["verification"]
-    for key, found in (
-        ("status", validation.manifest.status),
-        ("run_id", validation.manifest.run_id),
-    ):
+    for key, found in (("status", validation.status), ("run_id", validation.manifest_run_id)):
         if key in verification and verification[key] != found:
             replay.problems.append(
                 f"{label}: verification.{key} is {verification[key]!r}, but its manifest says "
                 f"{found!r}"
             )
-    measured: list[Measurement] | None = None
-    if validation.passed:
-        rows = parse_measurements(result.measurements, f"{where}.measurements", display(path))
-        measured = measured_cases(rows, planned, path, f"{where}.measurements")
     at = _time(value.get("recorded_at"), f"{where}.recorded_at")
-    submitted = RoundSubmitted(
-        round=result.round,
-        parent_kernel_sha256=result.parent_kernel_sha256,
-        candidate=candidate.ref,
-        hypothesis=result.hypothesis,
-        change=result.change,
-        mechanism=result.mechanism,
-        profiler_signals=result.profiler_signals,
-        expected_signal=(
-            result.expected_signal.model_dump(mode="json") if result.expected_signal else None
-        ),
-        result=recorded_file(path, doc.sha256, doc.size),
-        result_document=value,
-    )
-    before = view  # `record` decides on the run as it was before the round's events
-    replay.add(submitted, at)
-    replay.add(validation_event(result.round, candidate.ref.sha256, validation), at)
-    if measured is not None:
-        replay.add(
-            MeasurementsRecorded(
-                round=result.round,
-                role="candidate",
-                kernel_sha256=candidate.ref.sha256,
-                measurements=measured,
-            ),
-            at,
-        )
-    if result.profiler_signals:
-        plan = replay.items[0][0]
-        assert isinstance(plan, RunPlanned)
-        replay.add(
-            profile_event(
-                attribution_settings(plan),
-                subject="round",
-                round_no=result.round,
-                kernel_sha256=candidate.ref.sha256,
-                origin="round-result",
-                fmt="signals-json",
-                signals=dict(result.profiler_signals),
-            ),
-            at,
-        )
-    decided = decide_round(
-        view=before,
-        submitted=submitted,
+    plan = replay.items[0][0]
+    assert isinstance(plan, RunPlanned)
+    outcome = round_events(
+        view=view,  # `record` decides on the run as it was before the round's events
         evidence=replay.evidence,
-        candidate_medians=[m.median_us for m in measured] if measured is not None else None,
-        candidate_samples=(
-            [list(m.samples_us) if m.samples_us else None for m in measured]
-            if measured is not None
-            else None
+        plan=plan,
+        submitted=submitted_event(
+            result, candidate, recorded_file(path, doc.sha256, doc.size), value
         ),
+        validation=validation,
+        measurements=measured,
     )
-    _compare_round(replay, label, value, decided)
-    replay.add(decided, at)
+    _compare_round(replay, label, value, outcome.decided)
+    for event in outcome.events:
+        replay.add(event, at, evidence_folded=True)
     replay.blobs.append(candidate.content)
 
 

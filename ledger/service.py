@@ -26,7 +26,6 @@ from ledger import decide, projections
 from ledger.controller import (
     attribution_settings,
     conclusion_event,
-    decide_round,
     profile_event,
     settings_from,
 )
@@ -56,6 +55,7 @@ from ledger.evidence import EVIDENCE_EVENT_TYPES, RunEvidence
 from ledger.hashing import sha256_hex
 from ledger.inputs import (
     MeasurementIn,
+    RoundResult,
     Sha256,
     ValidationEvidence,
     check_measurements,
@@ -69,6 +69,7 @@ from ledger.inputs import (
 )
 from ledger.jsonio import JsonFile, display, read_bytes, read_json
 from ledger.projections import RunView
+from ledger.round import admit, round_events
 from ledger.store.eventstore import NewEvent, Store, StoredEvent
 
 
@@ -190,6 +191,47 @@ def validation_event(round_no: int, kernel_sha256: str, ev: ValidationEvidence) 
         case_matrix=recorded_file(ev.case_matrix_path, ev.case_matrix_sha256, ev.case_matrix_size),
         case_ids=ev.case_ids,
     )
+
+
+def submitted_event(
+    result: RoundResult, candidate: KernelFile, source: FileRef, document: dict[str, Any]
+) -> RoundSubmitted:
+    """The RoundSubmitted of a checked round result: `source` is the file it was read from
+    and `document` the result as written there."""
+    return RoundSubmitted(
+        round=result.round,
+        parent_kernel_sha256=result.parent_kernel_sha256,
+        candidate=candidate.ref,
+        hypothesis=result.hypothesis,
+        change=result.change,
+        mechanism=result.mechanism,
+        profiler_signals=result.profiler_signals,
+        expected_signal=(
+            result.expected_signal.model_dump(mode="json") if result.expected_signal else None
+        ),
+        result=source,
+        result_document=document,
+    )
+
+
+def checked_round(
+    result: RoundResult, path: Path, candidate: KernelFile, view: RunView, field: str
+) -> tuple[ValidationLinked, list[Measurement] | None]:
+    """A round result's validation (its manifest must vouch for the candidate and cover
+    exactly the planned cases) and, when it passed, the candidate's measurements (`field`
+    names them in errors); `path` is the file the result was read from."""
+    planned = [c.case_id for c in view.cases]
+    validation = check_validation(
+        resolve(path, result.verification.manifest),
+        kernel_sha256=candidate.ref.sha256,
+        planned_case_ids=planned,
+        allowed_parents=[view.run.run_id, view.run.parent_run_id],
+    )
+    measured = None
+    if validation.passed:
+        rows = parse_measurements(result.measurements, field, display(path))
+        measured = measured_cases(rows, planned, path, field)
+    return validation_event(result.round, candidate.ref.sha256, validation), measured
 
 
 def _round_candidate(stream: Sequence[StoredEvent], round_no: int, run_id: str) -> str:
@@ -494,110 +536,40 @@ class LedgerService:
         """Record one round: validate it against the run's state, decide, append."""
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
-        shown = display(result_path)
         view = self.view(run_id)
         run = view.run
         if 1 <= result.round <= run.rounds_recorded:
             return self._recorded(run, result.round, doc.sha256)
-        if view.concluded:
-            raise InputError(
-                f"run {run_id!r} has concluded ({run.conclusion}); it accepts no rounds"
-            )
-        next_round = run.rounds_recorded + 1
-        if next_round > run.max_rounds:
-            raise InputError(
-                f"round budget exhausted: run {run_id!r} has recorded all {run.max_rounds} rounds"
-            )
-        if result.round != next_round:
-            raise InputError(
-                f"round {result.round} is out of order: the next round of run {run_id!r} is "
-                f"{next_round}"
-            )
-        if result.parent_kernel_sha256 != run.best_kernel_sha256:
-            raise InputError(
-                f"stale parent: parent_kernel_sha256 {result.parent_kernel_sha256} is not the "
-                f"current best kernel of run {run_id!r} ({run.best_kernel_sha256})"
-            )
+        refused = admit(view, result.round, result.parent_kernel_sha256)
+        if refused:
+            raise InputError(refused[0].message)
         candidate = read_kernel(resolve(result_path, result.candidate.path), "candidate.path")
         plan, evidence = self.decision_evidence(
             view, [run.best_kernel_sha256, candidate.ref.sha256]
         )
-        planned = [c.case_id for c in view.cases]
-        validation = check_validation(
-            resolve(result_path, result.verification.manifest),
-            kernel_sha256=candidate.ref.sha256,
-            planned_case_ids=planned,
-            allowed_parents=[run.run_id, run.parent_run_id],
-        )
-        measured: list[Measurement] | None = None
-        if validation.passed:
-            rows = parse_measurements(result.measurements, "measurements", shown)
-            measured = measured_cases(rows, planned, result_path, "measurements")
-        submitted = RoundSubmitted(
-            round=result.round,
-            parent_kernel_sha256=result.parent_kernel_sha256,
-            candidate=candidate.ref,
-            hypothesis=result.hypothesis,
-            change=result.change,
-            mechanism=result.mechanism,
-            profiler_signals=result.profiler_signals,
-            expected_signal=(
-                result.expected_signal.model_dump(mode="json") if result.expected_signal else None
-            ),
-            result=recorded_file(result_path, doc.sha256, doc.size),
-            result_document=doc.value,
-        )
-        items: list[Event] = [
-            submitted,
-            validation_event(result.round, candidate.ref.sha256, validation),
-        ]
-        if measured is not None:
-            items.append(
-                MeasurementsRecorded(
-                    round=result.round,
-                    role="candidate",
-                    kernel_sha256=candidate.ref.sha256,
-                    measurements=measured,
-                )
-            )
-        if result.profiler_signals:
-            settings = attribution_settings(plan)
-            items.append(
-                profile_event(
-                    settings,
-                    subject="round",
-                    round_no=result.round,
-                    kernel_sha256=candidate.ref.sha256,
-                    origin="round-result",
-                    fmt="signals-json",
-                    signals=dict(result.profiler_signals),
-                )
-            )
-        for item in items:
-            evidence.apply(item)
-        decided = decide_round(
+        validation, measured = checked_round(result, result_path, candidate, view, "measurements")
+        outcome = round_events(
             view=view,
-            submitted=submitted,
             evidence=evidence,
-            candidate_medians=[m.median_us for m in measured] if measured is not None else None,
-            candidate_samples=(
-                [list(m.samples_us) if m.samples_us else None for m in measured]
-                if measured is not None
-                else None
+            plan=plan,
+            submitted=submitted_event(
+                result, candidate, recorded_file(result_path, doc.sha256, doc.size), doc.value
             ),
+            validation=validation,
+            measurements=measured,
         )
-        items.append(decided)
-        after, _ = self.append(run_id, view, items, [candidate.content])
+        after, _ = self.append(run_id, view, outcome.events, [candidate.content])
+        decision = outcome.decided
         return RecordResult(
             run_id=run_id,
-            round=decided.round,
-            decision=decided.decision,
-            relative_improvement=decided.relative_improvement,
-            worst_case_regression=decided.worst_case_regression,
-            cumulative_improvement=decided.cumulative_improvement,
-            target_met=decided.target_met,
-            needs_diagnosis=decided.needs_diagnosis,
-            remaining_rounds=decided.remaining_rounds,
+            round=decision.round,
+            decision=decision.decision,
+            relative_improvement=decision.relative_improvement,
+            worst_case_regression=decision.worst_case_regression,
+            cumulative_improvement=decision.cumulative_improvement,
+            target_met=decision.target_met,
+            needs_diagnosis=decision.needs_diagnosis,
+            remaining_rounds=decision.remaining_rounds,
             best_kernel_sha256=after.run.best_kernel_sha256,
         )
 

@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 
 from ledger import projections
-from ledger.controller import conclusion_event, decide_round
+from ledger.controller import conclusion_event
 from ledger.errors import InputError
 from ledger.events import (
     Event,
@@ -49,6 +49,7 @@ from ledger.events import (
 from ledger.evidence import RunEvidence
 from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.projections import RunView
+from ledger.round import admit, decision
 from ledger.store.eventstore import Store, StoredEvent
 from ledger.store.tables import blobs
 
@@ -175,15 +176,9 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
             raise _fail(e, "replay", f"RunPlanned names run {event.run_id!r}, not its stream")
         state.kernels.add(event.kernel.sha256)
     elif isinstance(event, RoundSubmitted):
-        if view is not None:
-            if view.concluded:
-                raise _fail(e, "replay", "a round was submitted after the run concluded")
-            if event.round != view.run.rounds_recorded + 1:
-                raise _fail(e, "replay", f"round {event.round} is out of sequence")
-            if event.round > view.run.max_rounds:
-                raise _fail(e, "replay", f"round {event.round} exceeds max_rounds")
-            if event.parent_kernel_sha256 != view.run.best_kernel_sha256:
-                raise _fail(e, "replay", "the round's parent was not the best kernel of its time")
+        refused = admit(view, event.round, event.parent_kernel_sha256) if view else None
+        if refused:
+            raise _fail(e, "replay", refused[0].reason)
         state.submitted, state.validation, state.measured = event, None, None
         state.kernels.add(event.candidate.sha256)
     elif isinstance(event, ValidationLinked):
@@ -213,15 +208,7 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
     if passed and state.measured is None:
         raise _fail(e, "replay", "a validated candidate was decided without measurements")
     measured = state.measured.measurements if state.measured and passed else None
-    expected = decide_round(
-        view=view,
-        submitted=submitted,
-        evidence=state.evidence,
-        candidate_medians=[m.median_us for m in measured] if measured else None,
-        candidate_samples=(
-            [list(m.samples_us) if m.samples_us else None for m in measured] if measured else None
-        ),
-    )
+    expected = decision(view, submitted, state.evidence, measured)
     if expected != event and _numpy_drift_only(expected, event):
         state.warnings.append(
             f"seq {e.seq}: round {event.round}'s statistics were recomputed under numpy "
