@@ -382,7 +382,11 @@ def check_merge(
     """The pre-merge gate: exit 0 only if the run concluded passed, the file is its best
     kernel, the run verifies and the pinned checkpoint (if given) holds.
 
-    Example: kernel-ledger check-merge --run softmax-demo-001 --kernel src/softmax.py --markdown
+    Example:
+
+    \b
+        kernel-ledger check-merge --run softmax-demo-001 \\
+          --kernel examples/softmax-demo/kernels/softmax_r5_gridstride.py
     """
     out = tools.check_merge(
         ledger(ctx), run, kernel, checkpoint, verifier_key, strict_artifacts, markdown
@@ -423,7 +427,7 @@ def checkout(
 ) -> None:
     """Restore the best kernel (or a round's candidate) byte for byte from the ledger.
 
-    Example: kernel-ledger checkout --run softmax-demo-001 --out src/softmax.py
+    Example: kernel-ledger checkout --run softmax-demo-001 --out softmax.py
     """
     if out is not None:
         done = tools.checkout(ledger(ctx), run, out, round_no, force)

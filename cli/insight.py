@@ -33,7 +33,11 @@ def profile(
     """Ingest profiler output (msprof op folder, op_summary, kernel_details, ncu CSV or a
     JSON signal map) for one kernel of a run, and attribute its bottleneck.
 
-    Example: kernel-ledger profile --run softmax-demo-001 --baseline OPPROF_20261102/
+    Example:
+
+    \b
+        kernel-ledger profile --run softmax-demo-001 \\
+          --baseline tests/fixtures/profiles/msprof-op/single
     """
     out = tools.profile(ledger(ctx), path, run, baseline, round_no, kernel, kernel_name)
     if as_json:
@@ -58,7 +62,11 @@ def diagnose(
 ) -> None:
     """Record a new bottleneck model after repeated failures; the failure count restarts.
 
-    Example: kernel-ledger diagnose --run r1 --bottleneck memory-transfer --evidence "MTE2 0.71"
+    Example:
+
+    \b
+        kernel-ledger diagnose --run softmax-demo-001 \\
+          --bottleneck memory-transfer --evidence "MTE2 ratio 0.57"
     """
     out = tools.diagnose(ledger(ctx), run, bottleneck, evidence)
     if as_json:

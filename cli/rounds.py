@@ -51,7 +51,11 @@ def record(
 ) -> None:
     """Record one round and print the controller's decision.
 
-    Example: kernel-ledger record --run softmax-demo-001 --result rounds/round-1.json
+    Example:
+
+    \b
+        kernel-ledger record --run softmax-demo-001 \\
+          --result examples/softmax-demo/rounds/round-1.json
     """
     out = tools.record(ledger(ctx), run, result)
     if as_json:
