@@ -591,8 +591,8 @@ class LedgerService:
             raise InputError(f"round {round_no} of run {run.run_id!r} is already recorded")
         if event.result.sha256 != result_sha256:
             raise InputError(
-                f"round {round_no} of run {run.run_id!r} is already recorded (decided "
-                f"{row.decision}, from another result file); the next round is "
+                f"round {round_no} is out of order: run {run.run_id!r} already recorded it "
+                f"(decided {row.decision}, from another result file); the next round is "
                 f"{run.rounds_recorded + 1}"
             )
         return RecordResult(

@@ -145,8 +145,8 @@ def test_a_retried_record_answers_as_before_and_a_repeated_round_names_its_decis
     other = cli("record", "--run", RUN, "--result", stale)
     assert other.exit_code == 2
     assert other.stderr == (
-        "Error: round 2 of run 'softmax-demo-001' is already recorded (decided DISCARD, from "
-        "another result file); the next round is 3\n"
+        "Error: round 2 is out of order: run 'softmax-demo-001' already recorded it (decided "
+        "DISCARD, from another result file); the next round is 3\n"
     )
     assert cli.event_count() == count
 
