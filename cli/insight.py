@@ -28,6 +28,13 @@ def profile(
     kernel_name: str = typer.Option(
         None, "--kernel-name", metavar="NAME", help="Which kernel's rows."
     ),
+    shape: str = typer.Option(
+        None,
+        "--shape",
+        metavar="SHAPE",
+        help="Which input shape (Input Shapes) or ncu launch size (grid ... block ...) to "
+        "attribute where the kernel ran with several.",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Ingest profiler output (msprof op folder, op_summary, kernel_details, ncu CSV or a
@@ -39,7 +46,7 @@ def profile(
         kernel-ledger profile --run softmax-demo-001 \\
           --baseline tests/fixtures/profiles/msprof-op/single
     """
-    out = tools.profile(ledger(ctx), path, run, baseline, round_no, kernel, kernel_name)
+    out = tools.profile(ledger(ctx), path, run, baseline, round_no, kernel, kernel_name, shape)
     if as_json:
         emit_json(out.document)
         return
@@ -51,6 +58,18 @@ def profile(
     say(f"first experiment: {attribution.get('first_experiment')}")
     if attribution.get("headroom") is not None:
         say(f"headroom to the nearest floor: {attribution['headroom'] * 100:.1f}%")
+    _say_profile_notes(attribution, "")
+
+
+def _say_profile_notes(attribution: dict, indent: str) -> None:
+    """The reader's notes and each shape's own attribution, as stored in the event."""
+    for shape in attribution.get("shapes", []):
+        say(
+            f"{indent}shape {shape['shape'] or '(none)'}: {shape['bottleneck']} "
+            f"({shape['launches']} launch(es), {shape['total_us']:.1f} us) — {shape['evidence']}"
+        )
+    for note in attribution.get("notes", []):
+        say(f"{indent}note: {note}")
 
 
 def diagnose(
@@ -117,6 +136,7 @@ def show(
     for p in detail["profiles"]:
         attribution = p.get("attribution") or {}
         say(f"  profile ({p['format']}): bottleneck {attribution.get('bottleneck')}")
+        _say_profile_notes(attribution, "    ")
     if decision:
         say(
             f"  decision: {decision['decision']}  I {pct(decision['relative_improvement'])}  "

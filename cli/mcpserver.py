@@ -68,6 +68,9 @@ class ProfileArgs(Args):
     round: int | None = Field(None, ge=0, description="Profile of round N's candidate.")
     kernel: str | None = Field(None, description="Profile of this kernel (sha256).")
     kernel_name: str | None = Field(None, description="Which kernel's rows in the profile.")
+    shape: str | None = Field(
+        None, description="Which input shape or ncu launch size, where there are several."
+    )
 
 
 class NoiseArgs(Args):

@@ -117,6 +117,7 @@ def profile(
     round_no: int | None = None,
     kernel: str | None = None,
     kernel_name: str | None = None,
+    shape: str | None = None,
 ) -> Outcome:
     event = ledger.service().profile(
         run,
@@ -125,7 +126,9 @@ def profile(
         round_no=round_no,
         kernel_sha256=kernel,
         kernel_name=kernel_name,
+        shape=shape,
     )
+    attribution = event.attribution or {}
     return Outcome(
         {
             "status": "recorded",
@@ -133,7 +136,8 @@ def profile(
             "kernel_sha256": event.kernel_sha256,
             "format": event.format,
             "signals": event.signals,
-            "attribution": event.attribution or {},
+            "attribution": attribution,
+            "notes": attribution.get("notes", []),
         },
         event,
     )
@@ -310,7 +314,7 @@ def _like_profile(ledger: Ledger, path: str, kernel_name: str | None, limit: int
     from ledger.store.eventstore import list_runs, rounds_with_bottleneck
 
     parsed = load_profile(Path(path), kernel_name=kernel_name)
-    attribution = classify(parsed.signals)
+    attribution = classify(parsed.signals, attributes=parsed.attributes)
     store = ledger.store()
     with store.transaction() as conn:
         candidates = rounds_with_bottleneck(conn, str(attribution.bottleneck), 500)

@@ -269,7 +269,8 @@ class AttributionSettings:
 
 def attribution_settings(plan: RunPlanned) -> AttributionSettings:
     """Target capabilities, thresholds and floors for bottleneck attribution, from the run's
-    configuration: optional `target` keys vector_cores, cube_cores, ub_bytes, sm_count, and
+    configuration: optional `target` keys vector_cores, cube_cores, ub_bytes, sm_count,
+    peak_bandwidth_gbps, peak_tflops, and
     optional sections `bottleneck_thresholds` and `floors`."""
     return settings_from(plan.target, plan.config_document)
 
@@ -277,7 +278,14 @@ def attribution_settings(plan: RunPlanned) -> AttributionSettings:
 def settings_from(target: dict[str, Any], doc: dict[str, Any]) -> AttributionSettings:
     from ledger.bottleneck import Floors, TargetCaps, Thresholds
 
-    keys = ("vector_cores", "cube_cores", "ub_bytes", "sm_count")
+    keys = (
+        "vector_cores",
+        "cube_cores",
+        "ub_bytes",
+        "sm_count",
+        "peak_bandwidth_gbps",
+        "peak_tflops",
+    )
     caps = {k: target[k] for k in keys if k in target}
     return AttributionSettings(
         target=_build(TargetCaps, caps, "target"),
@@ -316,11 +324,33 @@ def profile_event(
     files: list[FileRef] | None = None,
     aggregation: str = "",
     kernel_name: str | None = None,
+    notes: list[str] | None = None,
+    shapes: list[tuple[str, int, float, dict[str, float]]] | None = None,
 ) -> ProfileRecorded:
-    """A profile event with its bottleneck attribution (pure)."""
-    from ledger.bottleneck import classify
+    """A profile event with its bottleneck attribution (pure). The attribution records the
+    rules version, the core type it routed on, every note the reader made, and, where the
+    kernel ran with several shapes, each shape's own attribution (shape, launches, total
+    time, class, first evidence line)."""
+    from ledger.bottleneck import RULES_VERSION, classify
 
-    attribution = classify(signals, settings.target, settings.thresholds, settings.floors)
+    def attribute(values: dict[str, float]) -> Any:
+        return classify(values, settings.target, settings.thresholds, settings.floors, attributes)
+
+    attribution = attribute(signals)
+    extra: dict[str, Any] = {"rules": RULES_VERSION, "core": attribution.core}
+    if notes:
+        extra["notes"] = list(notes)
+    if shapes:
+        extra["shapes"] = [
+            {
+                "shape": shape,
+                "launches": launches,
+                "total_us": total_us,
+                "bottleneck": (each := attribute(values)).bottleneck,
+                "evidence": each.evidence[0] if each.evidence else "",
+            }
+            for shape, launches, total_us, values in shapes
+        ]
     return ProfileRecorded(
         subject=subject,
         round=round_no,
@@ -338,5 +368,6 @@ def profile_event(
             "first_experiment": attribution.first_experiment,
             "headroom": attribution.headroom,
             "flags": list(attribution.flags),
+            **extra,
         },
     )

@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import itertools
 import json
 import math
 import os
@@ -66,6 +65,7 @@ _MAX_WALK_FILES = 20_000
 _MAX_WALK_DEPTH = 8
 _MAX_LISTED_NAMES = 10
 _MAX_NAME_CHARS = 200
+_MAX_PREAMBLE_LINES = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +89,19 @@ class ParsedProfile:
     kernel_name: str | None = None
     aggregation: str = ""
     notes: tuple[str, ...] = ()
+    shape: str | None = None
+    shapes: tuple[ShapeProfile, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeProfile:
+    """One input shape (or launch configuration) of the kernel, never merged with another:
+    `signals` are the medians over its `launches`, `total_us` their summed duration."""
+
+    shape: str
+    launches: int
+    total_us: float
+    signals: dict[str, float]
 
 
 # --------------------------------------------------------------------------- values
@@ -241,14 +254,11 @@ def _csv_rows(text: str, source: str) -> list[list[str]]:
         raise InputError(f"{source}: malformed CSV ({exc})") from None
 
 
-def _table(
-    text: str, source: str, *, is_header: Callable[[list[str]], bool] | None = None
-) -> _Table:
+def _table(text: str, source: str) -> _Table:
     """Parse CSV text into a header and rows of cleaned cells.
 
     Blank lines are skipped; trailing empty heading cells (a trailing comma) are dropped;
-    short rows are padded and surplus cells ignored. With `is_header`, rows before the
-    first row it accepts (a tool's preamble) are skipped.
+    short rows are padded and surplus cells ignored.
     """
     raw = _csv_rows(text, source)
     header: list[str] | None = None
@@ -260,8 +270,6 @@ def _table(
         if not any(cells):
             continue
         if header is None:
-            if is_header is not None and not is_header(cells):
-                continue
             while cells and not cells[-1]:
                 cells.pop()
             header = cells
@@ -328,11 +336,57 @@ def _select(
     raise InputError(f"{source}: no kernel named {kernel_name!r}; available: {_listing(distinct)}")
 
 
+def _shape_key(text: str) -> str:
+    return re.sub(r"[\s\"']+", "", text).lower()
+
+
+def _pick_shape(
+    groups: Mapping[str, Sequence[int]],
+    totals: Mapping[str, float],
+    shape: str | None,
+    kernel: str,
+    source: str,
+) -> tuple[str, list[str]]:
+    """The shape to attribute among `groups` (shape -> row indices): the one asked for, or,
+    when none is asked for and there are several, the one with the most total time."""
+    names = list(groups)
+    if shape is not None:
+        wanted = _shape_key(shape)
+        exact = [n for n in names if _shape_key(n) == wanted]
+        hits = exact or [n for n in names if wanted in _shape_key(n)]
+        if len(hits) == 1:
+            return hits[0], []
+        what = "is ambiguous; it matches" if hits else "matches none of"
+        raise InputError(
+            f"{source}: shape {shape!r} {what} the shapes of {kernel!r}: {_listing(hits or names)}"
+        )
+    if len(names) == 1:
+        return names[0], []
+    chosen = max(names, key=lambda n: (totals.get(n, 0.0), -names.index(n)))
+    others = ", ".join(f"{n!r} ({len(groups[n])} launch(es))" for n in names if n != chosen)
+    return chosen, [
+        f"{kernel!r} ran with {len(names)} different shapes, never merged: attributed "
+        f"{chosen!r} ({len(groups[chosen])} launch(es), the most total time); the others "
+        f"are reported each on their own: {others}; pass --shape to choose"
+    ]
+
+
 # --------------------------------------------------------------------------- msprof op
 
-_MSPROF_TABLES = ("OpBasicInfo", "PipeUtilization", "ResourceConflictRatio", "Memory")
+_MSPROF_TABLES = (
+    "OpBasicInfo",
+    "PipeUtilization",
+    "ResourceConflictRatio",
+    "Memory",
+    "ArithmeticUtilization",
+    "L2Cache",
+    "MemoryL0",
+    "MemoryUB",
+)
+_MSPROF_EXTRA = ("ArithmeticUtilization", "L2Cache", "MemoryL0", "MemoryUB")
 _MSPROF_FILE = re.compile(
-    r"^(OpBasicInfo|PipeUtilization|ResourceConflictRatio|Memory)(?:_[0-9][0-9_]*)?\.csv$",
+    r"^(OpBasicInfo|PipeUtilization|ResourceConflictRatio|Memory|ArithmeticUtilization|"
+    r"L2Cache|MemoryL0|MemoryUB)(?:_[0-9][0-9_]*)?\.csv$",
     re.IGNORECASE,
 )
 _OP_BASIC_SIGNALS = {
@@ -468,11 +522,14 @@ def parse_msprof_op(
     *,
     kernel_name: str | None = None,
     sources: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> ParsedProfile:
     """One launch of an ``msprof op`` profile, from the text of its tables.
 
     `sources` maps a table name ("OpBasicInfo", "PipeUtilization", ...) to the file name
-    used in messages. Per-core rows are aggregated as documented in docs/profiles.md.
+    used in messages; `extra` maps the other per-core tables (ArithmeticUtilization,
+    L2Cache, MemoryL0, MemoryUB) to their text. Per-core rows are aggregated as documented
+    in docs/profiles.md.
     """
     names = {t: f"{t}.csv" for t in _MSPROF_TABLES}
     names.update(sources or {})
@@ -487,6 +544,7 @@ def parse_msprof_op(
         "PipeUtilization": pipe_utilization,
         "ResourceConflictRatio": resource_conflict_ratio,
         "Memory": memory,
+        **{t: (extra or {}).get(t) for t in _MSPROF_EXTRA if (extra or {}).get(t) is not None},
     }
     for table_name, text in texts.items():
         if text is None:
@@ -579,26 +637,12 @@ _TASK_SIGNALS = {
     "mix block num": "mix_block_dim",
 }
 _TASK_SKIPPED = frozenset({"task start time(us)", "start time(us)"})
-_SHAPE_ATTRIBUTES = ("input_shapes", "input_data_types", "output_shapes", "output_data_types")
 
 
-def _parse_task_table(
-    text: str,
-    fmt: str,
-    name_columns: tuple[str, ...],
-    duration_columns: tuple[str, ...],
-    kernel_name: str | None,
-    source: str,
-) -> ParsedProfile:
-    table = _table(text, source)
-    name_idx = table.require(*name_columns)
-    table.require(*duration_columns)
-    rows = [r for r in table.rows if any(r)]
-    if not rows:
-        raise InputError(f"{source}: has a header but no data rows")
-    chosen, notes = _select([r[name_idx] for r in rows], kernel_name, source)
-    rows = [r for r in rows if r[name_idx] == chosen]
-    notes = [*table.notes, *notes]
+def _task_signals(
+    table: _Table, rows: Sequence[list[str]], notes: list[str]
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Medians of every numeric column over `rows` (one kernel, one shape)."""
     signals: dict[str, float] = {}
     attributes: dict[str, str] = {}
     for col, heading in enumerate(table.header):
@@ -612,8 +656,6 @@ def _parse_task_table(
             text_value = _joined(c for c in cells if c.lower() not in _NA_TOKENS)
             if text_value and attr not in attributes:
                 attributes[attr] = text_value
-                if attr in _SHAPE_ATTRIBUTES and " | " in text_value:
-                    notes.append(f"selected rows differ in {attr}; medians mix them")
             continue
         if key in _TASK_SIGNALS:
             name, scale = _TASK_SIGNALS[key], 1.0
@@ -628,22 +670,75 @@ def _parse_task_table(
             continue
         if name not in signals:
             signals[name] = float(statistics.median(values)) * scale
+    for name in ("block_dim", "mix_block_dim"):
+        if signals.get(name) == 0.0:
+            del signals[name]
+            note = f"{name} 0 means not collected (level0 or a non-AI-Core task); dropped"
+            if note not in notes:
+                notes.append(note)
+    return signals, attributes
+
+
+def _parse_task_table(
+    text: str,
+    fmt: str,
+    name_columns: tuple[str, ...],
+    duration_columns: tuple[str, ...],
+    kernel_name: str | None,
+    source: str,
+    shape: str | None = None,
+) -> ParsedProfile:
+    table = _table(text, source)
+    name_idx = table.require(*name_columns)
+    duration_idx = table.require(*duration_columns)
+    rows = [r for r in table.rows if any(r)]
+    if not rows:
+        raise InputError(f"{source}: has a header but no data rows")
+    chosen, notes = _select([r[name_idx] for r in rows], kernel_name, source)
+    rows = [r for r in rows if r[name_idx] == chosen]
+    notes = [*table.notes, *notes]
+    shape_idx = table.index("Input Shapes")
+    groups: dict[str, list[int]] = {}
+    totals: dict[str, float] = {}
+    for i, row in enumerate(rows):
+        key = row[shape_idx] if shape_idx is not None else ""
+        key = "" if key.lower() in _NA_TOKENS else key
+        groups.setdefault(key, []).append(i)
+        totals[key] = totals.get(key, 0.0) + (_number(row[duration_idx]) or 0.0)
+    if shape is not None and shape_idx is None:
+        raise InputError(f"{source}: has no 'Input Shapes' column to choose --shape from")
+    picked, shape_notes = _pick_shape(groups, totals, shape, chosen, source)
+    notes.extend(shape_notes)
+    shapes: list[ShapeProfile] = []
+    if len(groups) > 1:
+        for key, members in groups.items():
+            group_signals, _ = _task_signals(table, [rows[i] for i in members], [])
+            shapes.append(ShapeProfile(key, len(members), totals[key], group_signals))
+    selected = [rows[i] for i in groups[picked]]
+    signals, attributes = _task_signals(table, selected, notes)
     if "task_duration_us" not in signals:
         raise InputError(f"{source}: no numeric duration for kernel {chosen!r}")
-    signals["launch_count"] = float(len(rows))
+    signals["launch_count"] = float(len(selected))
     return ParsedProfile(
         format=fmt,
         signals=_finite_only(signals, notes),
         attributes=dict(sorted(attributes.items())),
         kernel_name=chosen,
-        aggregation=f"median over {len(rows)} launch row(s) of {chosen!r} for every numeric "
-        "column (NA cells skipped); percentages converted to fractions",
+        aggregation=f"median over {len(selected)} launch row(s) of {chosen!r}"
+        + (f" with input shapes {picked!r}" if picked else "")
+        + " for every numeric column (NA cells skipped); percentages converted to fractions",
         notes=tuple(notes),
+        shape=picked or None,
+        shapes=tuple(shapes),
     )
 
 
 def parse_op_summary(
-    text: str, *, kernel_name: str | None = None, source: str = "op_summary.csv"
+    text: str,
+    *,
+    kernel_name: str | None = None,
+    source: str = "op_summary.csv",
+    shape: str | None = None,
 ) -> ParsedProfile:
     """Rows of ``op_summary_*.csv`` whose ``Op Name`` is the kernel, medians over launches."""
     return _parse_task_table(
@@ -653,11 +748,16 @@ def parse_op_summary(
         ("Task Duration(us)", "Duration(us)"),
         kernel_name,
         source,
+        shape,
     )
 
 
 def parse_kernel_details(
-    text: str, *, kernel_name: str | None = None, source: str = "kernel_details.csv"
+    text: str,
+    *,
+    kernel_name: str | None = None,
+    source: str = "kernel_details.csv",
+    shape: str | None = None,
 ) -> ParsedProfile:
     """Rows of torch_npu ``kernel_details.csv`` whose ``Name`` is the kernel (op_summary
     spellings accepted too), medians over launches and steps."""
@@ -668,6 +768,7 @@ def parse_kernel_details(
         ("Duration(us)", "Task Duration(us)"),
         kernel_name,
         source,
+        shape,
     )
 
 
@@ -740,6 +841,51 @@ _NCU_KNOWN: dict[str, tuple[str, str]] = {
     "dram__bytes.sum": ("dram_bytes", "bytes"),
     "dram__bytes_read.sum": ("dram_bytes_read", "bytes"),
     "dram__bytes_write.sum": ("dram_bytes_write", "bytes"),
+    "dram__bytes_op_read.sum": ("dram_bytes_read", "bytes"),
+    "dram__bytes_op_write.sum": ("dram_bytes_write", "bytes"),
+    "dram__bytes_op.sum": ("dram_bytes", "bytes"),
+    "dram__sectors_read.sum": ("dram_sectors_read", "count"),
+    "dram__sectors_write.sum": ("dram_sectors_write", "count"),
+    "dram__bytes.sum.per_second": ("dram_bandwidth", "rate"),
+    "dram__bytes_read.sum.per_second": ("dram_read_bandwidth", "rate"),
+    "dram__bytes_write.sum.per_second": ("dram_write_bandwidth", "rate"),
+    "l1/tex cache throughput": ("l1_throughput", "pct"),
+    "l1tex__throughput.avg.pct_of_peak_sustained_active": ("l1_throughput", "pct"),
+    "l1tex__throughput.avg.pct_of_peak_sustained_elapsed": ("l1_throughput", "pct"),
+    "l2 cache throughput": ("l2_throughput", "pct"),
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed": ("l2_throughput", "pct"),
+    "l2 hit rate": ("l2_hit_rate", "pct"),
+    "lts__t_sector_hit_rate.pct": ("l2_hit_rate", "pct"),
+    "lts__t_sectors_srcunit_tex_lookup_hit.sum.pct": ("l2_hit_rate", "pct"),
+    "l1/tex hit rate": ("l1_hit_rate", "pct"),
+    "l1tex__t_sector_hit_rate.pct": ("l1_hit_rate", "pct"),
+    "mem busy": ("memory_busy", "pct"),
+    "max bandwidth": ("memory_max_bandwidth", "pct"),
+    "sm busy": ("sm_busy", "pct"),
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": (
+        "tensor_pipe_active",
+        "pct",
+    ),
+    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": (
+        "tensor_pipe_active",
+        "pct",
+    ),
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": (
+        "tensor_pipe_active",
+        "pct",
+    ),
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": (
+        "tensor_pipe_active",
+        "pct",
+    ),
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed": (
+        "tensor_pipe_active",
+        "pct",
+    ),
+    "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active": (
+        "tensor_pipe_active",
+        "pct",
+    ),
 }
 _NCU_ID_COLUMNS = frozenset(
     {
@@ -799,6 +945,11 @@ def _ncu_signal(metric: str, unit: str, value: float, notes: list[str]) -> tuple
                 notes.append(f"metric {metric!r} has unit {unit!r}, not a time; ignored")
                 return "", 0.0
             return name, value * kind[1]
+        if expected == "rate":
+            if kind is None or kind[0] != "rate":
+                notes.append(f"metric {metric!r} has unit {unit!r}, not bytes/second; ignored")
+                return "", 0.0
+            return f"{name}_gbps", value * kind[1]
         if expected == "pct":
             if kind is not None and kind[0] == "rate":
                 return f"{name}_gbps", value * kind[1]
@@ -815,6 +966,9 @@ def _ncu_signal(metric: str, unit: str, value: float, notes: list[str]) -> tuple
     if kind is None:
         return name, value
     category, scale = kind
+    if category == "pct":
+        # a percentage is stored as a fraction; its name must not say "pct"
+        name = re.sub(r"(^|_)pct(?=_|$)", r"\1frac", name)
     suffix = {"time": "_us", "bytes": "_bytes", "rate": "_gbps", "freq": "_mhz", "pct": ""}
     if suffix[category] and not name.endswith(suffix[category]):
         name += suffix[category]
@@ -834,17 +988,28 @@ def _base_kernel_name(name: str) -> str:
 
 
 def parse_ncu_csv(
-    text: str, *, kernel_name: str | None = None, source: str = "ncu.csv"
+    text: str,
+    *,
+    kernel_name: str | None = None,
+    source: str = "ncu.csv",
+    shape: str | None = None,
 ) -> ParsedProfile:
-    """Nsight Compute ``--csv`` output, long (one metric per row) or wide (one launch per
-    row, optional unit row). Tool messages before the header are skipped. Launches of the
-    selected kernel are folded by the median."""
+    """Nsight Compute ``--csv`` output, long (one metric per row: ``--metrics`` or
+    ``--page details``) or wide (``--page raw``: one launch per row, optional unit row).
+    Tool messages and program output before the header are skipped. Launches of the
+    selected kernel with the same grid and block size are folded by the median; launches
+    of different sizes are shapes of their own (`_pick_shape`)."""
 
-    def is_header(cells: list[str]) -> bool:
-        return "kernel name" in {c.lower() for c in cells}
-
-    table = _table(text, source, is_header=is_header)
+    offset, kind, skipped = _find_header(text)
+    if kind != "ncu-csv":
+        raise InputError(f"{source}: no ncu --csv header row (with 'Kernel Name') found")
+    table = _table(text[offset:], source)
     notes = list(table.notes)
+    if skipped:
+        notes.append(
+            f"{source}: skipped {skipped} line(s) before the ncu header (tool messages and "
+            "the program's own output)"
+        )
     kname = table.require("Kernel Name")
     id_idx = table.index("ID")
     metric_idx = table.index("Metric Name")
@@ -864,7 +1029,7 @@ def parse_ncu_csv(
     )
     notes.extend(select_notes)
     launches: dict[str, dict[str, float]] = {}
-    attributes: dict[str, str] = {"kernel_name": chosen}
+    launch_shape: dict[str, list[str]] = {}
     for position, row in enumerate(rows):
         if row[kname] != chosen:
             continue
@@ -873,13 +1038,16 @@ def parse_ncu_csv(
         else:  # no launch ID: long form is one launch, wide form one launch per row
             launch = "all" if long_form else f"row{position}"
         signals = launches.setdefault(launch, {})
-        for column, signal in (("block size", "block_size"), ("grid size", "grid_size")):
+        dims_text = launch_shape.setdefault(launch, ["", ""])
+        for slot, (column, signal) in enumerate(
+            (("grid size", "grid_size"), ("block size", "block_size"))
+        ):
             idx = table.index(column)
             if idx is not None and signal not in signals:
                 dims = _dims(row[idx])
                 if dims is not None:
                     signals[signal] = dims
-                    attributes.setdefault(signal.replace("_size", "_shape"), row[idx])
+                    dims_text[slot] = row[idx]
         if long_form:
             assert metric_idx is not None and value_idx is not None
             value = _number(row[value_idx])
@@ -899,28 +1067,67 @@ def parse_ncu_csv(
             name, scaled = _ncu_signal(heading, units[col], value, notes)
             if name and name not in signals:
                 signals[name] = scaled
-    for signals in launches.values():
+    for launch, signals in launches.items():
         if "dram_bytes" not in signals and {"dram_bytes_read", "dram_bytes_write"} <= set(signals):
             signals["dram_bytes"] = signals["dram_bytes_read"] + signals["dram_bytes_write"]
-    profiles = [
-        ParsedProfile("ncu-csv", s, dict(attributes), kernel_name=chosen, aggregation="")
-        for s in launches.values()
-    ]
-    merged = merge_launches(profiles) if len(profiles) > 1 else profiles[0]
-    merged_signals = dict(merged.signals)
-    merged_signals.setdefault("launch_count", float(len(profiles)))
+        grid_size = signals.get("grid_size", signals.get("launch_grid_size"))
+        block_size = signals.get("block_size", signals.get("launch_block_size"))
+        grid_text, block_text = launch_shape[launch]
+        if not grid_text and grid_size is not None:
+            grid_text = _fmt_count(grid_size)
+        if not block_text and block_size is not None:
+            block_text = _fmt_count(block_size)
+        launch_shape[launch] = [grid_text, block_text]
+    groups: dict[str, list[str]] = {}
+    totals: dict[str, float] = {}
+    for launch, signals in launches.items():
+        grid_text, block_text = launch_shape[launch]
+        key = f"grid {grid_text} block {block_text}" if grid_text or block_text else ""
+        groups.setdefault(key, []).append(launch)
+        totals[key] = totals.get(key, 0.0) + signals.get("duration_us", 0.0)
+    picked, shape_notes = _pick_shape(groups, totals, shape, chosen, source)
+    notes.extend(shape_notes)
+
+    def fold(members: Sequence[str]) -> dict[str, float]:
+        profiles = [ParsedProfile("ncu-csv", launches[m]) for m in members]
+        folded = dict(merge_launches(profiles).signals)
+        folded.setdefault("launch_count", float(len(profiles)))
+        return folded
+
+    shapes = (
+        tuple(ShapeProfile(k, len(m), totals[k], fold(m)) for k, m in groups.items())
+        if len(groups) > 1
+        else ()
+    )
+    merged_signals = fold(groups[picked])
     if "duration_us" not in merged_signals:
         notes.append("no Duration / gpu__time_duration metric for the selected kernel")
     notes = list(dict.fromkeys(notes))
+    attributes = {"kernel_name": chosen}
+    grid_text, block_text = launch_shape[groups[picked][0]]
+    if grid_text:
+        attributes["grid_shape"] = grid_text
+    if block_text:
+        attributes["block_shape"] = block_text
+    attributes = dict(sorted(attributes.items()))
+    count = len(groups[picked])
     return ParsedProfile(
         format="ncu-csv",
         signals=_finite_only(merged_signals, notes),
-        attributes=dict(sorted(merged.attributes.items())),
+        attributes=attributes,
         kernel_name=chosen,
-        aggregation=f"{'long' if long_form else 'wide'} form; median over {len(profiles)} "
-        f"launch(es) of {chosen!r}; times in us, percentages as fractions, bytes as bytes",
+        aggregation=f"{'long' if long_form else 'wide'} form; median over {count} "
+        f"launch(es) of {chosen!r}"
+        + (f" with {picked}" if picked else "")
+        + "; times in us, percentages as fractions, bytes as bytes",
         notes=tuple(notes),
+        shape=picked or None,
+        shapes=shapes,
     )
+
+
+def _fmt_count(value: float) -> str:
+    return str(int(value)) if value == int(value) else str(value)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -1012,43 +1219,69 @@ def _read(path: Path, display: str) -> tuple[str, SourceFile]:
     return text, record
 
 
-def _sniff(text: str, display: str) -> str:
-    """The format of a CSV file from its header row (tool preamble lines skipped)."""
+def _header_kind(cells: set[str]) -> str | None:
+    """The format whose header row these (lower-cased) cells are, if any."""
+    if "kernel name" in cells and ({"id", "metric name"} & cells or len(cells) > 2):
+        return "ncu-csv"
+    if "name" in cells and "duration(us)" in cells:
+        return "kernel-details"
+    if "op name" in cells and cells & {
+        "task id",
+        "stream id",
+        "model id",
+        "task type",
+        "task start time(us)",
+        "op state",
+    }:
+        return "op-summary"
+    if "op name" in cells and "task duration(us)" in cells:
+        return "msprof-op"
+    return None
+
+
+def _line_cells(line: str) -> list[str]:
     try:
-        head = list(itertools.islice(csv.reader(io.StringIO(text, newline="")), 50))
-    except csv.Error as exc:
-        raise InputError(f"{display}: malformed CSV ({exc})") from None
-    for record in head:
-        if record and _clean(record[0]).startswith("=="):
-            continue  # a tool's own line (ncu's ==PROF== / ==WARNING==), commas and all
-        cells = {_clean(c).lower() for c in record} - {""}
-        if len(cells) < 2:
-            continue
-        if "kernel name" in cells:
-            return "ncu-csv"
-        if "name" in cells and "duration(us)" in cells:
-            return "kernel-details"
-        if "op name" in cells and cells & {
-            "task id",
-            "stream id",
-            "model id",
-            "task type",
-            "task start time(us)",
-            "op state",
-        }:
-            return "op-summary"
-        if "op name" in cells and "task duration(us)" in cells:
-            return "msprof-op"
-        if {"block_id", "sub_block_id"} & cells or any(c.startswith("aiv_") for c in cells):
-            raise InputError(
-                f"{display}: is a per-core msprof op table; load its folder, which must hold "
-                "OpBasicInfo.csv"
-            )
-        break
-    raise InputError(
-        f"{display}: not a recognised profile (expected msprof op, op_summary, "
-        "kernel_details or ncu --csv columns)"
-    )
+        record = next(csv.reader([line]), [])
+    except csv.Error:
+        return []
+    return [_clean(c) for c in record]
+
+
+def _find_header(text: str, limit: int = _MAX_PREAMBLE_LINES) -> tuple[int, str | None, int]:
+    """(offset of the header line, its format, preamble lines skipped). Lines before the
+    header that are a tool's own (``==PROF==``, ``==WARNING==``) or the profiled program's
+    output (commas and quotes included) are skipped one line at a time, so an unbalanced
+    quote there cannot swallow the table."""
+    offset = 0
+    for number, line in enumerate(text.splitlines(keepends=True)):
+        if number >= limit:
+            break
+        stripped = line.replace("\ufeff", "").strip()
+        if stripped and not stripped.startswith("=="):
+            cells = {c.lower() for c in _line_cells(stripped)} - {""}
+            kind = _header_kind(cells) if len(cells) >= 2 else None
+            if kind is not None:
+                return offset, kind, number
+            if {"block_id", "sub_block_id"} & cells or any(c.startswith("aiv_") for c in cells):
+                return offset, "per-core", number
+        offset += len(line)
+    return 0, None, 0
+
+
+def _sniff(text: str, display: str) -> str:
+    """The format of a CSV file from its header row (preamble lines skipped)."""
+    _, kind, _ = _find_header(text)
+    if kind == "per-core":
+        raise InputError(
+            f"{display}: is a per-core msprof op table; load its folder, which must hold "
+            "OpBasicInfo.csv"
+        )
+    if kind is None:
+        raise InputError(
+            f"{display}: not a recognised profile (expected msprof op, op_summary, "
+            "kernel_details or ncu --csv columns)"
+        )
+    return kind
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -1106,6 +1339,7 @@ def _load_launch(
         texts.get("Memory"),
         kernel_name=kernel_name,
         sources=names,
+        extra={t: texts[t] for t in _MSPROF_EXTRA if t in texts},
     )
     op_name = profile.kernel_name
     if not op_name:
@@ -1144,21 +1378,29 @@ def _load_msprof_folder(
     )
 
 
-def _parse_file_text(fmt: str, text: str, kernel_name: str | None, display: str) -> ParsedProfile:
+def _parse_file_text(
+    fmt: str, text: str, kernel_name: str | None, display: str, shape: str | None
+) -> ParsedProfile:
     if fmt == "ncu-csv":
-        return parse_ncu_csv(text, kernel_name=kernel_name, source=display)
+        return parse_ncu_csv(text, kernel_name=kernel_name, source=display, shape=shape)
     if fmt == "kernel-details":
-        return parse_kernel_details(text, kernel_name=kernel_name, source=display)
+        return parse_kernel_details(text, kernel_name=kernel_name, source=display, shape=shape)
     if fmt == "op-summary":
-        return parse_op_summary(text, kernel_name=kernel_name, source=display)
+        return parse_op_summary(text, kernel_name=kernel_name, source=display, shape=shape)
+    if shape is not None:
+        raise InputError(f"{display}: a {fmt} profile holds one shape; --shape does not apply")
     if fmt == "msprof-op":
         return parse_msprof_op(text, kernel_name=kernel_name, sources={"OpBasicInfo": display})
     return parse_signals_json(text, source=display)
 
 
-def _load_file(path: Path, kernel_name: str | None) -> ParsedProfile:
+def _load_file(path: Path, kernel_name: str | None, shape: str | None = None) -> ParsedProfile:
     root = path.parent
     if _MSPROF_FILE.match(path.name):
+        if shape is not None:
+            raise InputError(
+                f"{path.name}: an msprof op profile holds one shape; --shape does not apply"
+            )
         try:
             siblings = sorted(p for p in root.iterdir() if p.is_file())
         except OSError as exc:
@@ -1167,7 +1409,7 @@ def _load_file(path: Path, kernel_name: str | None) -> ParsedProfile:
     display = path.name
     text, record = _read(path, display)
     fmt = "signals-json" if path.suffix.lower() == ".json" else _sniff(text, display)
-    profile = _parse_file_text(fmt, text, kernel_name, display)
+    profile = _parse_file_text(fmt, text, kernel_name, display, shape)
     if fmt == "signals-json" and kernel_name is not None:
         profile = replace(profile, kernel_name=kernel_name)
     return replace(profile, files=(record,))
@@ -1180,15 +1422,22 @@ def _is_full_run_csv(path: Path) -> bool:
     )
 
 
-def load_profile(path: Path, *, kernel_name: str | None = None) -> ParsedProfile:
+def load_profile(
+    path: Path, *, kernel_name: str | None = None, shape: str | None = None
+) -> ParsedProfile:
     """Read a profile file or folder; see the module docstring for the formats.
 
     A folder is searched (not following links) for ``msprof op`` tables; when it holds
-    none, for exactly one ``op_summary*.csv`` or ``kernel_details*.csv``.
+    none, for exactly one ``op_summary*.csv`` or ``kernel_details*.csv``. `shape` picks one
+    input shape (``Input Shapes``) or ncu launch size (``grid (..) block (..)``) where the
+    kernel ran with several; without it, each shape is reported and the one with the most
+    total time is attributed.
     """
     path = Path(path)
     if kernel_name is not None and not kernel_name.strip():
         raise InputError(f"{path}: the kernel name is empty")
+    if shape is not None and not shape.strip():
+        raise InputError(f"{path}: the shape is empty")
     try:
         is_dir = path.is_dir()
         exists = is_dir or path.exists()
@@ -1197,18 +1446,22 @@ def load_profile(path: Path, *, kernel_name: str | None = None) -> ParsedProfile
     if not exists:
         raise InputError(f"{path}: no such file or folder")
     if not is_dir:
-        return _load_file(path, kernel_name)
+        return _load_file(path, kernel_name, shape)
     try:
         files = _walk(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot list ({exc.strerror or exc})") from None
     by_dir = _launch_dirs(files)
     if by_dir:
+        if shape is not None:
+            raise InputError(
+                f"{path}: an msprof op profile holds one shape; --shape does not apply"
+            )
         return _load_msprof_folder(path, by_dir, kernel_name)
     full_run = [f for f in files if _is_full_run_csv(f)]
     if len(full_run) == 1:
         only = full_run[0]
-        profile = _load_file(only, kernel_name)
+        profile = _load_file(only, kernel_name, shape)
         record = profile.files[0]
         return replace(profile, files=(replace(record, path=_relative(only, path)),))
     if full_run:

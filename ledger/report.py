@@ -312,6 +312,7 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
     else:
         label = f"kernel {event.kernel_sha256[:10]}"
     evidence = attribution.get("evidence") or ()
+    evidence = [*evidence, *_profile_notes(attribution)] if isinstance(evidence, list) else ()
     return ProfileEntry(
         label=label,
         subject=event.subject,
@@ -325,6 +326,19 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
         evidence=tuple(str(x) for x in evidence) if isinstance(evidence, list) else (),
         first_experiment=attribution.get("first_experiment"),
     )
+
+
+def _profile_notes(attribution: dict) -> list[str]:
+    """Each shape's own class and the reader's notes, as the event stores them."""
+    shapes = attribution.get("shapes") or []
+    notes = attribution.get("notes") or []
+    lines = [
+        f"shape {s.get('shape') or '(none)'}: {s.get('bottleneck')} ({s.get('launches')} "
+        f"launch(es))"
+        for s in shapes
+        if isinstance(s, dict)
+    ]
+    return lines + [f"note: {n}" for n in notes if isinstance(n, str)]
 
 
 # --- writing ------------------------------------------------------------------------------

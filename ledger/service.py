@@ -620,6 +620,7 @@ class LedgerService:
         round_no: int | None = None,
         kernel_sha256: str | None = None,
         kernel_name: str | None = None,
+        shape: str | None = None,
     ) -> ProfileRecorded:
         """Ingest profiler output for one kernel of the run and attribute its bottleneck."""
         from ledger.profiles import load_profile
@@ -637,7 +638,7 @@ class LedgerService:
             if sha not in _run_kernels(stream):
                 raise InputError(f"kernel {sha} is not a kernel of run {run_id!r}")
         path = Path(path).absolute()
-        parsed = load_profile(path, kernel_name=kernel_name)
+        parsed = load_profile(path, kernel_name=kernel_name, shape=shape)
         base = path if path.is_dir() else path.parent
         files, blobs = [], []
         for source in parsed.files:
@@ -663,6 +664,8 @@ class LedgerService:
             files=files,
             aggregation=parsed.aggregation,
             kernel_name=parsed.kernel_name,
+            notes=list(parsed.notes),
+            shapes=[(p.shape, p.launches, p.total_us, dict(p.signals)) for p in parsed.shapes],
         )
         self.append(run_id, view, [event], blobs)
         return event

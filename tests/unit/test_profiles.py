@@ -93,10 +93,11 @@ def test_msprof_single_folder_aggregates_cores_as_documented() -> None:
     assert all_finite(p)
 
 
-def test_msprof_files_are_hashed_and_unread_tables_left_out() -> None:
+def test_msprof_files_are_hashed_and_arithmetic_utilization_read() -> None:
     p = load_profile(MSPROF / "single")
     names = [f.path for f in p.files]
     assert names == [
+        "ArithmeticUtilization.csv",
         "Memory.csv",
         "OpBasicInfo.csv",
         "PipeUtilization.csv",
@@ -259,11 +260,28 @@ def test_op_summary_unknown_columns_are_kept() -> None:
     assert p.signals["task_duration_us"] == 6.0
 
 
-def test_op_summary_rows_with_different_shapes_are_noted() -> None:
-    text = 'Op Name,Task ID,Task Duration(us),Input Shapes\nk,1,5,"1,2"\nk,2,6,"3,4"\n'
+def test_op_summary_shapes_are_never_merged() -> None:
+    text = (
+        "Op Name,Task ID,Task Duration(us),Block Dim,Input Shapes\n"
+        'k,1,5,8,"1,2"\nk,2,6,8,"3,4"\nk,3,7,8,"3,4"\nk,4,20,16,"1,2"\n'
+    )
     p = parse_op_summary(text)
-    assert p.attributes["input_shapes"] == "1,2 | 3,4"
-    assert any("input_shapes" in n for n in p.notes)
+    # "1,2" has the most total time (25 us): attributed on its own, medians of its rows
+    assert p.shape == "1,2"
+    assert p.attributes["input_shapes"] == "1,2"
+    assert p.signals["block_dim"] == 12.0  # median of 8 and 16, both launches of "1,2"
+    assert p.signals["launch_count"] == 2
+    assert [(s.shape, s.launches, s.total_us) for s in p.shapes] == [
+        ("1,2", 2, 25.0),
+        ("3,4", 2, 13.0),
+    ]
+    assert p.shapes[1].signals["task_duration_us"] == 6.5
+    assert any("2 different shapes, never merged" in n and "--shape" in n for n in p.notes)
+    chosen = parse_op_summary(text, shape="3, 4")
+    assert chosen.shape == "3,4" and chosen.signals["task_duration_us"] == 6.5
+    with pytest.raises(InputError) as exc:
+        parse_op_summary(text, shape="9,9")
+    one_line_error(exc, "shape '9,9' matches none of the shapes of 'k'", "'1,2'")
 
 
 # --------------------------------------------------------------------------- kernel_details
@@ -501,7 +519,7 @@ def test_folders_without_profiles(tmp_path: Path) -> None:
         load_profile(tmp_path)
     one_line_error(exc, str(tmp_path), "no profile files found")
     (tmp_path / "notes.txt").write_text("hello")
-    (tmp_path / "MemoryL0.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "MemoryL1.csv").write_text("a,b\n1,2\n")
     (tmp_path / "visualize_data.bin").write_bytes(b"\x00\x01")
     with pytest.raises(InputError) as exc:
         load_profile(tmp_path)

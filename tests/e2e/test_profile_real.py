@@ -1,0 +1,53 @@
+"""`profile` on real profiler files: notes printed and stored, shapes reported apart,
+`--shape` choosing one, and `show` / `--json` giving the notes back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "profiles" / "real"
+NCU_METRICS = REAL / "ncu-h200" / "metrics.csv"
+PIPEUTIL = REAL / "ascend" / "mstt-compute-advice-pipeutil.kernel_details.csv"
+
+
+def _plan(cli, campaign) -> None:
+    result = cli("plan", "--config", campaign.config(), "--json")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_raw_ncu_stdout_is_read_and_its_notes_printed_and_stored(cli, campaign):
+    _plan(cli, campaign)
+    args = ("profile", NCU_METRICS, "--run", campaign.run_id, "--baseline")
+    text = cli(*args, "--kernel-name", "kl_persistent_copy")
+    assert text.exit_code == 0, text.stderr
+    assert "bottleneck: memory-transfer" in text.stdout
+    assert "note: metrics.csv: skipped 6 line(s) before the ncu header" in text.stdout
+    body = cli(*args, "--kernel-name", "kl_few_blocks_scale", "--json").json()
+    assert body["attribution"]["bottleneck"] == "insufficient-parallelism"
+    assert body["attribution"]["rules"] == 2 and body["attribution"]["core"] == "gpu"
+    assert any("skipped 6 line(s)" in n for n in body["notes"])
+    shown = cli("show", "--run", campaign.run_id, "--round", 0)
+    assert shown.exit_code == 0, shown.stderr
+    assert "note: metrics.csv: skipped 6 line(s)" in shown.stdout
+    detail = cli("show", "--run", campaign.run_id, "--round", 0, "--json").json()
+    assert detail["profiles"][-1]["attribution"]["notes"] == body["notes"]
+    assert cli("verify").exit_code == 0
+
+
+def test_shapes_are_reported_apart_and_chosen_with_shape(cli, campaign):
+    _plan(cli, campaign)
+    args = ("profile", PIPEUTIL, "--run", campaign.run_id, "--baseline")
+    args += ("--kernel-name", "aclnnAdd_AddAiCore_Add")
+    text = cli(*args)
+    assert text.exit_code == 0, text.stderr
+    assert "bottleneck: memory-transfer" in text.stdout
+    assert "shape 512,2,4096;512,2,4096: memory-transfer (4 launch(es)" in text.stdout
+    assert "shape ;: fixed-cost (4 launch(es)" in text.stdout
+    assert "never merged" in text.stdout and "--shape" in text.stdout
+    body = cli(*args, "--shape", ";", "--json").json()
+    assert body["attribution"]["bottleneck"] == "fixed-cost"
+    assert body["signals"]["block_dim"] == 1
+    wrong = cli(*args, "--shape", "9,9,9")
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("Error: ") and "matches none of the shapes" in wrong.stderr
+    assert wrong.stderr.count("\n") == 1

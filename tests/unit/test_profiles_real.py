@@ -1,0 +1,270 @@
+"""Real profiler files (tests/fixtures/profiles/real/PROVENANCE.md): each is read as its
+tool wrote it and attributed to the class its own numbers support. Every row says why."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from ledger.bottleneck import Attribution, TargetCaps, classify
+from ledger.errors import InputError
+from ledger.profiles import load_profile, parse_ncu_csv
+
+REAL = Path(__file__).parent.parent / "fixtures" / "profiles" / "real"
+NCU = REAL / "ncu-h200"
+ASCEND = REAL / "ascend"
+H200 = TargetCaps(sm_count=132)
+# The cores each mstt file's own launches show: the pipeutil file's MatMulV3 and
+# FlashAttention use 20 cube blocks and 40 vector blocks, the arith file's MatMuls 24 and
+# its element-wise ops 48.
+A2_20 = TargetCaps(cube_cores=20, vector_cores=40)
+A2_24 = TargetCaps(cube_cores=24, vector_cores=48)
+
+SAXPY = "CUDAFunctor_add<float>"
+TINY = "CUDAFunctorOnSelf_add"
+NCU_FORMS = ("metrics", "details", "details-base", "raw", "raw-metrics", "logfile")
+WITH_TENSOR_PIPE = ("metrics", "raw", "raw-metrics", "logfile")
+
+
+def attribute(path: Path, kernel: str, target: TargetCaps, **kw: str) -> Attribution:
+    profile = load_profile(path, kernel_name=kernel, **kw)
+    return classify(profile.signals, target, attributes=profile.attributes)
+
+
+# --------------------------------------------------------------------------- ncu, H200
+
+
+NCU_CASES = [
+    # (kernel, class, evidence fragment, why)
+    (
+        SAXPY,
+        "memory-transfer",
+        "≥ 0.60",
+        "DRAM at 89% of peak (L2 at 91% where the file gives it), SM at 6%",
+    ),
+    (
+        "kl_persistent_copy",
+        "memory-transfer",
+        "≥ 0.60",
+        "DRAM at 70% of peak; grid 132 = the SM count, a persistent kernel, so no "
+        "parallelism rule fires despite 6% achieved occupancy",
+    ),
+    (
+        "kl_few_blocks_scale",
+        "insufficient-parallelism",
+        "grid_size 4 < 0.75 x 132 SMs",
+        "4 blocks on 132 SMs for 450 us; DRAM under 1%",
+    ),
+    (TINY, "fixed-cost", "duration_us 2.", "one block, about 2.2 us: the launch is the cost"),
+]
+
+
+@pytest.mark.parametrize("form", NCU_FORMS)
+@pytest.mark.parametrize(
+    ("kernel", "expected", "fragment", "why"), NCU_CASES, ids=[c[0] for c in NCU_CASES]
+)
+def test_h200_ncu_kernels_in_every_form(
+    form: str, kernel: str, expected: str, fragment: str, why: str
+) -> None:
+    a = attribute(NCU / f"{form}.csv", kernel, H200)
+    assert a.bottleneck == expected, (why, a.evidence)
+    assert fragment in a.evidence[0], a.evidence
+
+
+@pytest.mark.parametrize("form", NCU_FORMS)
+@pytest.mark.parametrize("kernel", ["nvjet_sm90", "kl_triton_matmul"])
+def test_h200_gemms_are_compute_bound_not_insufficient_parallelism(form: str, kernel: str) -> None:
+    # cuBLAS: grid 132 on 132 SMs, SM 93%, DRAM 19%, tensor pipe 93-97%; Triton: SM 79%,
+    # tensor pipe 79-82%, DRAM 15%. Where the file has a tensor-pipe metric the matrix
+    # unit is named; the details page has none, so it can only say "SM compute".
+    a = attribute(NCU / f"{form}.csv", kernel, H200)
+    expected = "cube-compute" if form in WITH_TENSOR_PIPE else "vector-compute"
+    assert a.bottleneck == expected, a.evidence
+    assert "insufficient-parallelism" not in " ".join(a.flags)
+    assert a.evidence[0].startswith("sm_throughput 0.")
+
+
+def test_ncu_preamble_is_skipped_and_noted() -> None:
+    text = (NCU / "metrics.csv").read_text()
+    assert text.startswith("==WARNING==") and "checksum, z, c:" in text  # program output
+    p = load_profile(NCU / "metrics.csv", kernel_name="kl_persistent_copy")
+    assert any("skipped 6 line(s) before the ncu header" in n for n in p.notes)
+    # a BOM (ncu on Windows) and an unbalanced quote in the program's output change nothing
+    hostile = "\ufeff" + text.replace("checksum, z, c:", 'checksum, "z, c:')
+    again = parse_ncu_csv(hostile, kernel_name="kl_persistent_copy")
+    assert again.signals == p.signals
+
+
+def test_ncu_units_and_names() -> None:
+    p = load_profile(NCU / "metrics.csv", kernel_name=SAXPY)
+    s = p.signals
+    assert s["duration_us"] == pytest.approx(182.72)  # 182,720 ns
+    assert s["dram_bytes_read"] == 536_892_672  # "536,892,672" byte
+    assert s["dram_bytes"] == 536_892_672 + 245_155_584
+    assert s["dram_throughput"] == pytest.approx(0.8896)  # % stored as a fraction
+    assert s["l2_hit_rate"] == pytest.approx(0.3385)  # lts__t_sector_hit_rate.pct
+    assert s["dram_read_bandwidth_gbps"] == pytest.approx(2938.335551)  # byte/s
+    assert s["grid_size"] == 65536 and s["sm_count"] == 132
+    assert not [k for k in s if "pct" in k]  # a fraction never carries a "pct" name
+    base = load_profile(NCU / "details-base.csv", kernel_name=SAXPY).signals
+    assert base["duration_us"] == pytest.approx(181.984)  # nsecond
+    raw = load_profile(NCU / "raw.csv", kernel_name=SAXPY).signals
+    assert raw["dram_throughput"] == pytest.approx(0.8891, abs=0.01)
+
+
+def test_ncu_file_with_several_kernels_asks_for_one() -> None:
+    with pytest.raises(InputError) as exc:
+        load_profile(NCU / "raw.csv")
+    message = str(exc.value)
+    assert "holds 6 kernels; pass a kernel name" in message and "\n" not in message
+
+
+# --------------------------------------------------------------------------- Ascend
+
+
+PIPEUTIL = ASCEND / "mstt-compute-advice-pipeutil.kernel_details.csv"
+ARITH = ASCEND / "mstt-advisor-backend-arith.kernel_details.csv"
+LEVEL0 = ASCEND / "mstt-level0.kernel_details.csv"
+
+ASCEND_CASES = [
+    # (file, kernel, class, evidence fragment, why)
+    (
+        PIPEUTIL,
+        "aclnnMatmul_MatMulCommon_MatMulV2",
+        "memory-transfer",
+        "aic_mte1_ratio 0.64 + aic_mte2_ratio 0.97",
+        "AI_CORE MatMul, 16 blocks on the cube side: MTE2 busy 97% and MTE1 64% of the cube "
+        "core's cycles (medians of 4 launches) against mac 82% + fixpipe 3%; the anchor's aic_mte family leads",
+    ),
+    (
+        PIPEUTIL,
+        "aclnnMatmul_MatMulV3Common_MatMulV3",
+        "memory-transfer",
+        "aic_mte2_ratio 0.94",
+        "AI_CORE MatMul at 20 blocks: MTE2 94% + MTE1 61% against mac 73% + fixpipe 8%",
+    ),
+    (
+        PIPEUTIL,
+        "aclnnFlashAttentionScoreGrad_FlashAttentionScoreGrad_FlashAttentionScoreGrad",
+        "cube-compute",
+        "cube share 0.98 of aic time",
+        "MIX_AIC on 20 cube + 40 vector blocks: mac 46% + fixpipe 52% on the cube side leads "
+        "MTE1+MTE2 88%; within the mixed margin, so flagged",
+    ),
+    (
+        PIPEUTIL,
+        "aclnnAdd_AddAiCore_Add",
+        "memory-transfer",
+        "aiv_mte2_ratio 0.84",
+        "AI_VECTOR_CORE Add on 40 blocks, shape 512x2x4096 (most time): MTE2 84% + MTE3 13% "
+        "of the vector core's cycles against vec 25%; the zeros of the unused cube side are "
+        "no signal",
+    ),
+    (
+        ARITH,
+        "MatMul91",
+        "cube-compute",
+        "aic_mac_fp16_ratio 0.89",
+        "ArithmeticUtilization: fp16 MAC busy 89% of the cube core's cycles",
+    ),
+    (
+        ARITH,
+        "FastGelu106",
+        "vector-compute",
+        "aiv_vec_fp32_ratio 0.63",
+        "ArithmeticUtilization: fp32 vector instructions 63% (+ misc 42%) of the cycles",
+    ),
+    (
+        ARITH,
+        "hcom_allReduce__445_2",
+        "communication",
+        "task_type HCCL",
+        "an HCCL collective, Block Dim 0: a class of its own, no pipe rule",
+    ),
+    (
+        ARITH,
+        "trans_Cast_5",
+        "ai-cpu",
+        "task_type AI_CPU",
+        "runs on the AI CPU (Block Dim 1 is not a core count there)",
+    ),
+    (
+        ARITH,
+        "StatelessDropOutGenMask23/DSASTATELESSGENBITMASK",
+        "dsa",
+        "task_type DSA_SQE",
+        "a DSA queue task, not compute",
+    ),
+    (
+        ARITH,
+        "Add88",
+        "unknown",
+        "vector share 0.04 of aiv time",
+        "237 us Add with its vector pipe at 4%: no MTE figures in the ArithmeticUtilization "
+        "set, so the time cannot be placed; the evidence names what is missing",
+    ),
+    (
+        ARITH,
+        "Cast66",
+        "fixed-cost",
+        "task_duration_us 3.14 ≤ 5",
+        "a 3.1 us cast on 9 of 48 vector cores",
+    ),
+    (
+        LEVEL0,
+        "Cast16",
+        "unknown",
+        "missing: pipe stage ratios or times",
+        "level0: 932 us, no pipe columns, Block Dim 0 (not collected) and N/A core type",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "kernel", "expected", "fragment", "why"),
+    ASCEND_CASES,
+    ids=[f"{c[0].name.split('.')[0]}-{c[1][:30]}" for c in ASCEND_CASES],
+)
+def test_ascend_kernel_details(
+    path: Path, kernel: str, expected: str, fragment: str, why: str
+) -> None:
+    a = attribute(path, kernel, A2_20 if path == PIPEUTIL else A2_24)
+    assert a.bottleneck == expected, (why, a.evidence)
+    assert any(fragment in e for e in a.evidence), a.evidence
+    if a.core in ("cube", "mix-aic"):  # counted against the cube cores, not 40/48 vector
+        assert "insufficient-parallelism" not in " ".join(a.flags)
+    if expected == "unknown":
+        assert any(e.startswith("missing: ") for e in a.evidence)
+        assert a.first_experiment.startswith("collect ")
+
+
+def test_every_kernel_of_every_real_ascend_file_is_read_and_attributed() -> None:
+    for path in (PIPEUTIL, ARITH, LEVEL0):
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            names = list(dict.fromkeys(r["Name"] for r in csv.DictReader(handle)))
+        for name in names:
+            a = attribute(path, name, A2_20 if path == PIPEUTIL else A2_24)
+            assert a.bottleneck, name
+
+
+def test_two_shapes_under_one_name_are_reported_apart() -> None:
+    p = load_profile(PIPEUTIL, kernel_name="aclnnAdd_AddAiCore_Add")
+    assert p.shape == "512,2,4096;512,2,4096"
+    assert [(s.shape, s.launches) for s in p.shapes] == [
+        ("512,2,4096;512,2,4096", 4),
+        (";", 4),
+    ]
+    assert p.signals["block_dim"] == 40  # never the 20.5 median of 40s and 1s
+    assert any("never merged" in n for n in p.notes)
+    small = load_profile(PIPEUTIL, kernel_name="aclnnAdd_AddAiCore_Add", shape=";")
+    assert small.signals["block_dim"] == 1
+    assert classify(small.signals, A2_20, attributes=small.attributes).bottleneck == ("fixed-cost")
+
+
+def test_level0_block_dim_zero_is_dropped_with_a_note() -> None:
+    p = load_profile(LEVEL0, kernel_name="Conv2D17")
+    assert "block_dim" not in p.signals
+    assert any("block_dim 0 means not collected" in n for n in p.notes)
+    assert p.attributes.get("task_type") is None  # "N/A"
