@@ -277,6 +277,13 @@ def import_(
     legacy: str = typer.Option(
         None, "--legacy", metavar="DIR", help="A run folder of the JSON-file controller."
     ),
+    workspace: str = typer.Option(
+        None,
+        "--workspace",
+        metavar="DIR",
+        help="With --legacy: the folder the controller ran in, which relative paths in the run "
+        "folder's files resolve against (default: the working directory).",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Import a run: a bundle (same event hashes; importing again changes nothing) or, with
@@ -291,8 +298,10 @@ def import_(
 
     if (file is None) == (legacy is None):
         raise InputError("name either a bundle FILE or --legacy DIR")
+    if workspace is not None and legacy is None:
+        raise InputError("--workspace goes with --legacy DIR")
     if legacy is not None:
-        _import_legacy(ctx, legacy, as_json)
+        _import_legacy(ctx, legacy, workspace, as_json)
         return
     from ledger.bundle import import_bundle
 
@@ -319,11 +328,20 @@ def import_(
         say(f"run {result.run_id} is already in the ledger with these events; nothing to import")
 
 
-def _import_legacy(ctx: typer.Context, legacy: str, as_json: bool) -> None:
+def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_json: bool) -> None:
+    from ledger.errors import InputError
+    from ledger.jsonio import display
     from ledger.legacy import LegacyRejected, import_legacy
 
+    base = None
+    if workspace is not None:
+        base = input_path(workspace, "--workspace")
+        if not base.is_dir():
+            raise InputError(f"--workspace {display(base)} is not a folder")
     try:
-        result = import_legacy(open_store(ctx, create=True), input_path(legacy, "--legacy"))
+        result = import_legacy(
+            open_store(ctx, create=True), input_path(legacy, "--legacy"), workspace=base
+        )
     except LegacyRejected as exc:
         if not as_json:
             raise
@@ -350,16 +368,28 @@ def _import_legacy(ctx: typer.Context, legacy: str, as_json: bool) -> None:
                 "conclusion": result.conclusion,
                 "best_kernel_sha256": result.best_kernel_sha256,
                 "legacy_files": result.legacy_files,
+                "reopened_rounds": result.reopened_rounds,
+                "notes": result.notes,
             }
         )
-    elif result.status == "imported":
+        return
+    if result.status == "imported":
+        concluded = ""
+        if result.reopened_rounds:
+            concluded = (
+                f", concluded {result.conclusion}, then reopened by rounds "
+                f"{', '.join(map(str, result.reopened_rounds))} (recorded after analyze)"
+            )
+        elif result.concluded:
+            concluded = f", concluded {result.conclusion}"
         say(
             f"imported legacy run {result.run_id}: {result.rounds} rounds "
-            f"({', '.join(result.decisions) or 'none'}), {result.events} events"
-            + (f", concluded {result.conclusion}" if result.concluded else "")
+            f"({', '.join(result.decisions) or 'none'}), {result.events} events" + concluded
         )
     else:
         say(f"legacy run {result.run_id} is already in the ledger; nothing to import")
+    for note in result.notes:
+        say(f"  note: {note}")
 
 
 # --- check-merge ---------------------------------------------------------------------------

@@ -128,7 +128,14 @@ def show(
             table(
                 ["case", "median µs", "repeats", "samples"],
                 [
-                    (m["case_id"], m["median_us"], m["repeats"], len(m.get("samples_us") or []))
+                    (
+                        m["case_id"],
+                        m["median_us"],
+                        m["repeats"],
+                        "file not found"
+                        if m.get("source_not_found")
+                        else len(m.get("samples_us") or []),
+                    )
                     for m in detail["measurements"]["measurements"]
                 ],
             )

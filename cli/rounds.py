@@ -41,6 +41,15 @@ def plan(
     )
     for warning in result.warnings:
         say(f"warning: {warning}")
+    _say_not_found("baseline", result.samples_not_found)
+
+
+def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
+    if cases:
+        say(
+            f"  note: the {what} names samples files that do not exist (cases "
+            f"{', '.join(cases)}); the decision uses the medians"
+        )
 
 
 def record(
@@ -72,6 +81,7 @@ def record(
     )
     if r.needs_diagnosis:
         say(diagnose_hint(r.run_id))
+    _say_not_found(f"round {r.round}", r.samples_not_found)
 
 
 def analyze(

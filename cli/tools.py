@@ -66,9 +66,15 @@ def plan(ledger: Ledger, config: str, dry_run: bool = False) -> Outcome:
             "kernel_sha256": result.kernel_sha256,
             "case_count": result.case_count,
             "warnings": list(result.warnings),
+            **_not_found(result.samples_not_found),
         },
         result,
     )
+
+
+def _not_found(cases: tuple[str, ...]) -> dict[str, list[str]]:
+    """The JSON key naming cases whose samples file was named but not found, when any were."""
+    return {"samples_not_found": list(cases)} if cases else {}
 
 
 def record(ledger: Ledger, run: str, result: str) -> Outcome:
@@ -86,6 +92,8 @@ def record(ledger: Ledger, run: str, result: str) -> Outcome:
             "needs_diagnosis": r.needs_diagnosis,
             "remaining_rounds": r.remaining_rounds,
             "best_kernel_sha256": r.best_kernel_sha256,
+            **({"flags": list(r.flags)} if r.flags else {}),
+            **_not_found(r.samples_not_found),
             "already_recorded": r.already_recorded,
         },
         r,

@@ -222,7 +222,7 @@ def file_mentions(e: StoredEvent) -> Iterator[FileMention]:
 
 
 _FILE_REF_KEYS = {"path", "sha256", "size"}
-_FILE_REF_OPTIONAL = {"resolved_path"}  # where a symlinked path led, when it differs
+_FILE_REF_OPTIONAL = {"resolved_path", "written_path"}  # symlink target; path as written
 
 
 def _is_file_ref(value: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from ledger.events import (
     BestKernel,
     FileRef,
     LimitFields,
+    MeasurementsRecorded,
     MechanismCheck,
     ObjectiveFields,
     ProfileRecorded,
@@ -197,6 +198,8 @@ def decide_round(
     retried = decide.retried_rounds(mechanism, run.needs_diagnosis, evidence.failed_mechanisms)
     if retried:
         flags.append("retried-mechanism")
+    if candidate_medians is not None and samples_not_found(evidence.measured.get(round_no)):
+        flags.append(SAMPLES_NOT_FOUND)
     return RoundDecided(
         round=round_no,
         decision=decision.value,
@@ -231,6 +234,17 @@ def decide_round(
         retried_rounds=retried,
         flags=flags,
     )
+
+
+SAMPLES_NOT_FOUND = "samples-file-not-found"
+"""The flag of a round whose measurements named a raw-samples file that did not exist."""
+
+
+def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
+    """The cases whose measurement named a samples file (`source`) that was not there."""
+    if measured is None:
+        return []
+    return [m.case_id for m in measured.measurements if m.source_not_found is not None]
 
 
 def conclusion_event(view: RunView) -> RunConcluded:

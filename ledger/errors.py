@@ -22,6 +22,15 @@ class InputError(LedgerError):
     exit_code = 2
 
 
+class CoverageError(InputError):
+    """A readable validation manifest that does not vouch for this kernel or these cases.
+    `status` is the manifest's own status."""
+
+    def __init__(self, message: str, *, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class CheckFailed(LedgerError):
     """A check (verify, check-merge) ran and found a problem."""
 

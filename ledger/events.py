@@ -28,25 +28,38 @@ class Event(BaseModel):
         return canonical(self.payload(), string_keys=True)
 
 
-class FileRef(BaseModel):
+class _OmitsUnset(BaseModel):
+    """A model whose `OMITTED` fields are left out of its payload while they are None, so
+    a value recorded before those fields existed serializes exactly as it did."""
+
+    OMITTED: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in self.OMITTED:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+class FileRef(_OmitsUnset):
     """A file the ledger was given: where it was, and what it held.
 
-    `resolved_path` is where `path` led once symlinks were followed; it is present only when
-    that differs from `path` (so a FileRef without symlinks, and every event recorded before
-    the field existed, serializes exactly as `{path, sha256, size}`)."""
+    `path` is absolute. `written_path` is the path as the input file wrote it, present only
+    when that differs from `path` (a relative path, resolved against the working directory or
+    a manifest's folder). `resolved_path` is where `path` led once symlinks were followed;
+    it is present only when that differs from `path`. So a FileRef of an absolute path
+    without symlinks, and every event recorded before these fields existed, serializes
+    exactly as `{path, sha256, size}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    OMITTED: ClassVar[tuple[str, ...]] = ("resolved_path", "written_path")
     path: str
     sha256: str
     size: int
     resolved_path: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_unresolved(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("resolved_path") is None:
-            data.pop("resolved_path", None)
-        return data
+    written_path: str | None = None
 
 
 class CaseWeight(BaseModel):
@@ -69,16 +82,33 @@ class LimitFields(BaseModel):
     max_consecutive_failures: int
 
 
-class Measurement(BaseModel):
-    """One case's timing as recorded. `samples_us` are kept whole when given."""
+class NamedPath(_OmitsUnset):
+    """A file an input named that was not there: its absolute path and, when that differs,
+    the path as written."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    OMITTED: ClassVar[tuple[str, ...]] = ("written_path",)
+    path: str
+    written_path: str | None = None
+
+
+class Measurement(_OmitsUnset):
+    """One case's timing as recorded. `samples_us` are kept whole when given.
+
+    `source_not_found` is the raw-samples file the row named (`source`) that did not exist:
+    the JSON-file controller never reads that file, so the row's median and repeats stand
+    on their own. It is present only then, so every other measurement serializes as it did
+    before the field existed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found",)
     case_id: str
     median_us: float
     repeats: int
     samples_us: list[float] | None = None
     source: FileRef | None = None
     extra: dict[str, Any] = {}
+    source_not_found: NamedPath | None = None
 
 
 class RunPlanned(Event):
@@ -242,6 +272,17 @@ class RunConcluded(Event):
     best_kernel: BestKernel
 
 
+class RunReopened(Event):
+    """A concluded run took another round, as the JSON-file controller allows (its `record`
+    accepts a round after `analyze`). The conclusion stays in the history; the run is active
+    again until it is concluded anew. Appended together with the round that reopens it."""
+
+    event_type: ClassVar[str] = "RunReopened"
+    conclusion: Literal["passed", "failed", "inconclusive"]
+    round: int
+    reason: str
+
+
 class ProfileRecorded(Event):
     """Profiler output for one kernel of the run, normalized to signals and attributed."""
 
@@ -268,6 +309,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RoundSubmitted,
         RoundDecided,
         RunConcluded,
+        RunReopened,
         ProfileRecorded,
         DiagnosisRecorded,
         NoiseMeasured,

@@ -3,13 +3,16 @@
 Booleans are never numbers; numbers must be finite; integers fit RFC 8785. A rejection is
 one line that names the field path, e.g. `baseline[2].median_us must be positive and finite`.
 Unknown extra keys are allowed and kept verbatim in the events (they are evidence).
-Paths inside an input file are resolved relative to that file's folder unless absolute.
+Paths inside a config, round result or measurements file resolve as the JSON-file controller
+resolves them: against the working directory (or the base folder the caller names), not the
+file's folder; a manifest's artifact URIs resolve against the manifest's folder.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -18,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
-from ledger.errors import InputError
+from ledger.errors import CoverageError, InputError
 from ledger.hashing import MAX_SAFE_INTEGER
 from ledger.jsonio import JsonFile, display, read_json
 
@@ -388,21 +391,22 @@ def _plain_string(value: Any) -> str:
 # --- loading -----------------------------------------------------------------------------
 
 
-def resolve(base_file: Path, raw: str) -> Path:
-    """A path from inside an input file: absolute, or relative to that file's folder."""
+def resolve(base_dir: Path, raw: str) -> Path:
+    """A path from inside an input file: absolute, or relative to `base_dir` (the working
+    directory for a config or round result, the manifest's folder for an artifact URI)."""
     try:
         path = Path(raw).expanduser()
     except RuntimeError:
         raise InputError(f"path {raw!r} names a home folder that does not exist") from None
     if not path.is_absolute():
-        path = base_file.parent / path
-    return Path(_absolute(path))
+        path = Path(base_dir) / path
+    return Path(os.path.abspath(path))
 
 
-def _absolute(path: Path) -> str:
-    import os
-
-    return os.path.abspath(path)
+def base_folder(base_dir: Path | None) -> Path:
+    """The folder relative paths in input files resolve against: `base_dir` when the caller
+    names one, else the working directory (as the JSON-file controller does)."""
+    return Path(os.path.abspath(base_dir if base_dir is not None else Path.cwd()))
 
 
 def load_config(path: Path) -> tuple[JsonFile, RunConfig]:
@@ -454,6 +458,8 @@ class ValidationEvidence(BaseModel):
     case_matrix_sha256: str
     case_matrix_size: int
     case_ids: list[str]
+    manifest_written: str | None = None  # the paths as the files wrote them
+    case_matrix_written: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -467,8 +473,11 @@ def check_validation(
     planned_case_ids: Sequence[str],
     allowed_parents: Sequence[str | None] | None = None,
     what: str = "validation manifest",
+    written: str | None = None,
 ) -> ValidationEvidence:
-    """Load a Run Manifest v1 and check that it vouches for this kernel and these cases."""
+    """Load a Run Manifest v1 and check that it vouches for this kernel and these cases.
+    `written` is the manifest's path as the naming file wrote it; the case matrix's URI
+    resolves against the manifest's folder unless absolute."""
     doc, manifest = load_manifest(manifest_path)
     shown = display(manifest_path)
     if manifest.run_type != "correctness":
@@ -478,26 +487,34 @@ def check_validation(
         raise InputError(
             f"{what} {shown} has parent_run_id {manifest.parent_run_id!r}, expected {allowed}"
         )
+
+    def uncovered(message: str) -> CoverageError:
+        return CoverageError(message, status=manifest.status)
+
     kernel = manifest.artifact("kernel")
     if kernel is None:
-        raise InputError(f"{what} {shown} has no artifact named 'kernel'")
+        raise uncovered(f"{what} {shown} has no artifact named 'kernel'")
     if kernel.sha256 is None:
-        raise InputError(f"{what} {shown}: artifact 'kernel' carries no sha256")
+        raise uncovered(f"{what} {shown}: artifact 'kernel' carries no sha256")
     if kernel.sha256 != kernel_sha256:
-        raise InputError(
+        raise uncovered(
             f"{what} {shown} vouches for kernel {kernel.sha256}, not for {kernel_sha256}"
         )
     matrix_ref = manifest.artifact("case-matrix")
     if matrix_ref is None:
-        raise InputError(f"{what} {shown} has no artifact named 'case-matrix'")
-    matrix_path = resolve(manifest_path, matrix_ref.uri.removeprefix("file://"))
-    matrix_doc = read_json(matrix_path, "case matrix")
+        raise uncovered(f"{what} {shown} has no artifact named 'case-matrix'")
+    matrix_uri = matrix_ref.uri.removeprefix("file://")
+    matrix_path = resolve(manifest_path.parent, matrix_uri)
     matrix_shown = display(matrix_path)
-    if matrix_ref.sha256 is not None and matrix_ref.sha256 != matrix_doc.sha256:
-        raise InputError(f"case matrix {matrix_shown} does not match the sha256 in {shown}")
-    matrix = validate_model(CaseMatrix, matrix_doc.value, "case matrix", matrix_shown)
+    try:
+        matrix_doc = read_json(matrix_path, "case matrix")
+        if matrix_ref.sha256 is not None and matrix_ref.sha256 != matrix_doc.sha256:
+            raise InputError(f"case matrix {matrix_shown} does not match the sha256 in {shown}")
+        matrix = validate_model(CaseMatrix, matrix_doc.value, "case matrix", matrix_shown)
+    except InputError as exc:
+        raise uncovered(exc.message) from None
     if matrix.kernel.get("sha256") != kernel_sha256:
-        raise InputError(
+        raise uncovered(
             f"case matrix {matrix_shown} is for kernel {matrix.kernel.get('sha256')!r}, "
             f"not {kernel_sha256}"
         )
@@ -505,15 +522,15 @@ def check_validation(
     for index, case in enumerate(matrix.cases):
         case_id = case.get("id")
         if not isinstance(case_id, str) or not case_id:
-            raise InputError(f"case matrix {matrix_shown}: cases[{index}].id must be a string")
+            raise uncovered(f"case matrix {matrix_shown}: cases[{index}].id must be a string")
         if case_id in ids:
-            raise InputError(f"case matrix {matrix_shown}: case {case_id!r} appears twice")
+            raise uncovered(f"case matrix {matrix_shown}: case {case_id!r} appears twice")
         ids.append(case_id)
     if set(ids) != set(planned_case_ids):
         missing = sorted(set(planned_case_ids) - set(ids))
         extra = sorted(set(ids) - set(planned_case_ids))
         detail = f"missing {missing}" if missing else f"unplanned {extra}"
-        raise InputError(f"case matrix {matrix_shown} does not cover the planned cases: {detail}")
+        raise uncovered(f"case matrix {matrix_shown} does not cover the planned cases: {detail}")
     return ValidationEvidence(
         manifest_path=manifest_path,
         manifest_sha256=doc.sha256,
@@ -523,6 +540,8 @@ def check_validation(
         case_matrix_sha256=matrix_doc.sha256,
         case_matrix_size=matrix_doc.size,
         case_ids=ids,
+        manifest_written=written,
+        case_matrix_written=matrix_uri,
     )
 
 

@@ -14,15 +14,30 @@ The folder holds:
     manifest.json              the run's Run Manifest v1
     analysis.json              (optional) written when the run was concluded
 
+`state.json`'s `original_baseline` and `current_best_measurements` are maps keyed by case id
+(each value the measurement row). `rounds.json` holds the candidate and verification paths
+the controller resolved (absolute); the config holds its paths as written, relative to the
+workspace the controller ran in.
+
 The run is replayed as the events `plan` and `record` would have written, with the same
 input checks and the same round path (`round.admit`, `round.round_events`). Every
 recorded decision, figure and state field is compared with the replay; any disagreement,
 or a round whose parent was not the best kernel of its time, refuses the whole import with
 a report of every disagreement, and nothing is written.
 
-Paths inside the files resolve relative to the file that names them (so relative to the
-folder for its top-level files) unless absolute. Every kernel and manifest they name must
-exist; each candidate must hash to its recorded `candidate.sha256`.
+Relative paths (the config's, a measurement's `source`) resolve against the workspace
+(`--workspace`, default the working directory), as the controller resolved them; when the
+config's files are not there, against the workspace the controller stored in `manifest.json`
+(its `starting-kernel` URI is the config's `kernel.path`, resolved). An absolute path the
+controller stored that no longer exists is looked for at the same place under the workspace
+(a workspace moved or copied). Every kernel and manifest must exist; each candidate must
+hash to its recorded `candidate.sha256`. A named but absent samples file is accepted, as
+the controller accepts it, and flagged.
+
+The controller's `record` accepts a round after `analyze`. Such a folder imports as it
+happened: the conclusion after the rounds `analyze` saw (`analysis.json`'s `round_count`,
+or, where a later `analyze` rewrote analysis.json and the manifest refused it, the rounds
+recorded up to the manifest's `updated_at`), then each later round preceded by RunReopened.
 
 Events keep the folder's times: planning at the manifest's `created_at`, each round at its
 `recorded_at`, the conclusion at the manifest's `updated_at`. Event ids derive from the
@@ -31,6 +46,7 @@ content, so importing the same folder again writes nothing.
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,10 +57,17 @@ from ledger import projections
 from ledger.analysis import manifest_run_id
 from ledger.controller import conclusion_event
 from ledger.errors import InputError
-from ledger.events import Event, RoundDecided, RunPlanned
+from ledger.events import Event, RoundDecided, RunPlanned, RunReopened
 from ledger.evidence import RunEvidence
 from ledger.hashing import sha256_hex
-from ledger.inputs import RoundResult, load_config, load_manifest, resolve, validate_model
+from ledger.inputs import (
+    RoundResult,
+    base_folder,
+    load_config,
+    load_manifest,
+    resolve,
+    validate_model,
+)
 from ledger.jsonio import JsonFile, display, read_json
 from ledger.projections import RunView
 from ledger.round import admit, round_events
@@ -92,6 +115,8 @@ class LegacyResult:
     conclusion: str | None
     best_kernel_sha256: str
     legacy_files: dict[str, str] = field(default_factory=dict)  # name -> sha256
+    reopened_rounds: list[int] = field(default_factory=list)  # recorded after the conclusion
+    notes: list[str] = field(default_factory=list)  # what the import read differently
 
 
 @dataclass
@@ -114,8 +139,92 @@ class _Replay:
         self.items.append((event, at))
 
 
-def import_legacy(store: Store, folder: Path) -> LegacyResult:
-    """Replay the folder; append its events in one transaction if everything agrees."""
+@dataclass(frozen=True)
+class _Paths:
+    """Where the folder's paths lead: the workspace relative paths resolve against, and the
+    workspace the controller ran in, when it was elsewhere (absolute paths it stored under
+    that folder are looked for under `workspace` when they are gone)."""
+
+    workspace: Path
+    ran_in: Path | None = None
+
+    def stored(self, raw: str) -> Path:
+        """A path the controller stored (absolute), or one written relative."""
+        path = resolve(self.workspace, raw)
+        if path.exists() or self.ran_in is None or not Path(raw).is_absolute():
+            return path
+        try:
+            moved = self.workspace / path.relative_to(self.ran_in)
+        except ValueError:
+            return path
+        return moved if moved.exists() else path
+
+
+def _paths(workspace: Path, config: Any, manifest: Any) -> tuple[_Paths, Path]:
+    """The folder's path resolution, and the folder the config's relative paths resolve
+    against: the workspace, else the one the controller ran in (from the absolute
+    `starting-kernel` URI it stored for the config's relative `kernel.path`)."""
+    written = config.kernel.path
+    ran_in = None
+    artifact = manifest.artifact("starting-kernel")
+    if artifact is not None and not Path(written).is_absolute():
+        stored = Path(artifact.uri)
+        parts = Path(os.path.normpath(written)).parts
+        if stored.is_absolute() and stored.parts[-len(parts) :] == parts:
+            ran_in = Path(*stored.parts[: -len(parts)])
+    paths = _Paths(workspace, ran_in if ran_in != workspace else None)
+    if ran_in is None or Path(written).is_absolute() or resolve(workspace, written).exists():
+        return paths, workspace
+    if resolve(ran_in, written).exists():
+        return paths, ran_in
+    return paths, workspace
+
+
+def _replay_folder(
+    files: dict[str, JsonFile],
+    config_doc: JsonFile,
+    config: Any,
+    manifest: Any,
+    paths: _Paths,
+    base: Path,
+    concluded_after: int | None,
+) -> tuple[_Replay, str | None, list[int]]:
+    """Replay the folder with its conclusion after `concluded_after` rounds (None: never);
+    the replay, the conclusion and the rounds recorded after it."""
+    run_id = config.run_id
+    replay = _Replay()
+    _plan(replay, config_doc, config, _time(manifest.created_at, f"{MANIFEST} created_at"), base)
+    rounds = _rounds(files[ROUNDS])
+    analysis = files[ANALYSIS].value if ANALYSIS in files else None
+    conclusion = None
+    reopened: list[int] = []
+    for index, value in enumerate(rounds):
+        if index == concluded_after:
+            conclusion = _conclude(replay, analysis, manifest.status, manifest.updated_at)
+            _reopen(replay, value, index, conclusion)
+        if conclusion is not None:
+            reopened.append(index + 1)
+        _round(replay, files[ROUNDS], index, value, run_id, config.parent_run_id, paths, base)
+    if concluded_after == len(rounds):
+        conclusion = _conclude(replay, analysis, manifest.status, manifest.updated_at)
+    elif analysis is not None and reopened and analysis.get("round_count") == len(rounds):
+        view = replay.view  # a later analyze rewrote analysis.json; the manifest refused it
+        assert view is not None
+        _compare_analysis(replay, analysis, conclusion_event(view))
+    view = replay.view
+    assert view is not None
+    _compare_state(replay, files[STATE], view, paths)
+    if manifest.run_id not in (run_id, manifest_run_id(run_id)):
+        replay.problems.append(
+            f"{MANIFEST} is the manifest of run {manifest.run_id!r}, not of {run_id!r}"
+        )
+    return replay, conclusion, reopened
+
+
+def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) -> LegacyResult:
+    """Replay the folder; append its events in one transaction if everything agrees.
+    Relative paths in its files resolve against `workspace` (default: the working
+    directory), where the controller ran."""
     folder = Path(folder).absolute()
     if not folder.is_dir():
         raise InputError(f"--legacy {display(folder)} is not a folder")
@@ -127,23 +236,26 @@ def import_legacy(store: Store, folder: Path) -> LegacyResult:
         files[ANALYSIS] = read_json(folder / ANALYSIS, f"legacy {ANALYSIS}")
     config_doc, config = load_config(folder / CONFIG)
     _, manifest = load_manifest(folder / MANIFEST)
+    paths, base = _paths(base_folder(workspace), config, manifest)
     run_id = config.run_id
-    planned_at = _time(manifest.created_at, f"{MANIFEST} created_at")
-    replay = _Replay()
-    _plan(replay, config_doc, config, planned_at)
     rounds = _rounds(files[ROUNDS])
-    for index, value in enumerate(rounds):
-        _round(replay, files[ROUNDS], index, value, run_id, config.parent_run_id)
-    view = replay.view
-    assert view is not None
-    _compare_state(replay, files[STATE], view)
-    if manifest.run_id not in (run_id, manifest_run_id(run_id)):
-        replay.problems.append(
-            f"{MANIFEST} is the manifest of run {manifest.run_id!r}, not of {run_id!r}"
+    analysis = files[ANALYSIS].value if ANALYSIS in files else None
+    points, notes = _conclusion_points(rounds, analysis, manifest)
+    tried = []
+    for point in points:  # the first point whose replay agrees with the folder
+        replay, conclusion, reopened = _replay_folder(
+            files, config_doc, config, manifest, paths, base, point
         )
-    conclusion = None
-    if ANALYSIS in files:
-        conclusion = _conclude(replay, files[ANALYSIS].value, manifest.status, manifest.updated_at)
+        tried.append((replay, conclusion, reopened))
+        if not replay.problems:
+            break
+    else:
+        replay, conclusion, reopened = tried[0]
+    if base != paths.workspace:
+        notes.append(
+            f"the config's relative paths were not under the workspace {display(paths.workspace)}"
+            f"; they were read from {display(base)}, where the controller ran"
+        )
     if replay.problems:
         raise LegacyRejected(run_id, folder, replay.problems)
     items = [(_event_id(run_id, v, e), e, at) for v, (e, at) in enumerate(replay.items, start=1)]
@@ -157,10 +269,12 @@ def import_legacy(store: Store, folder: Path) -> LegacyResult:
         rounds=view.run.rounds_recorded,
         events=len(items),
         decisions=[r.decision for r in view.rounds],
-        concluded=conclusion is not None,
+        concluded=view.concluded,
         conclusion=conclusion,
         best_kernel_sha256=view.run.best_kernel_sha256,
         legacy_files={name: doc.sha256 for name, doc in sorted(files.items())},
+        reopened_rounds=reopened,
+        notes=notes,
     )
 
 
@@ -186,9 +300,9 @@ def _time(value: Any, where: str) -> str:
 # --- the plan ----------------------------------------------------------------------------
 
 
-def _plan(replay: _Replay, doc: JsonFile, config: Any, at: str) -> None:
+def _plan(replay: _Replay, doc: JsonFile, config: Any, at: str, base: Path) -> None:
     """The events `plan` writes, from the same checks."""
-    planned = plan_events(doc, config)
+    planned = plan_events(doc, config, base)
     for event in planned.events:
         replay.add(event, at)
     replay.blobs.append(planned.kernel.content)
@@ -214,8 +328,12 @@ def _round(
     value: dict[str, Any],
     run_id: str,
     parent_run_id: str | None,
+    paths: _Paths,
+    base: Path,
 ) -> None:
-    """Replay one legacy round as `record` would, then compare with what was recorded."""
+    """Replay one legacy round as `record` would, then compare with what was recorded.
+    Its candidate and manifest are where the controller stored them (`paths`); relative
+    measurement sources resolve against `base`, as the config's paths do."""
     path = doc.path.absolute()
     where = f"{ROUNDS} rounds[{index}]"
     result = validate_model(RoundResult, value, "legacy round", f"{display(path)} rounds[{index}]")
@@ -224,7 +342,11 @@ def _round(
     label = f"round {result.round}"
     for refusal in admit(view, result.round, result.parent_kernel_sha256):
         replay.problems.append(refusal.problem(where))
-    candidate = read_kernel(resolve(path, result.candidate.path), f"{where}.candidate.path")
+    candidate = read_kernel(
+        paths.stored(result.candidate.path),
+        f"{where}.candidate.path",
+        written=result.candidate.path,
+    )
     recorded_sha = value["candidate"].get("sha256")
     if recorded_sha is None:
         raise InputError(f"legacy {where}: candidate.sha256 is missing")
@@ -233,7 +355,15 @@ def _round(
             f"legacy {where}: candidate {display(candidate.ref.path)} hashes to "
             f"{candidate.ref.sha256}, not the recorded candidate.sha256 {recorded_sha!r}"
         )
-    validation, measured = checked_round(result, path, candidate, view, f"{where}.measurements")
+    validation, measured = checked_round(
+        result,
+        path,
+        candidate,
+        view,
+        f"{where}.measurements",
+        base=base,
+        manifest=paths.stored(result.verification.manifest),
+    )
     verification = value["verification"]
     for key, found in (("status", validation.status), ("run_id", validation.manifest_run_id)):
         if key in verification and verification[key] != found:
@@ -297,7 +427,7 @@ def _same(recorded: Any, mine: float | None) -> bool:
 # --- state and conclusion ----------------------------------------------------------------
 
 
-def _compare_state(replay: _Replay, doc: JsonFile, view: RunView) -> None:
+def _compare_state(replay: _Replay, doc: JsonFile, view: RunView, paths: _Paths) -> None:
     state = doc.value
     run = view.run
     kept = [r.round for r in view.rounds if r.decision == "KEEP"]
@@ -315,7 +445,9 @@ def _compare_state(replay: _Replay, doc: JsonFile, view: RunView) -> None:
             replay.problems.append(f"{STATE} {key} is {state[key]!r}, replay gives {mine!r}")
     if "current_best_path" not in state or not isinstance(state["current_best_path"], str):
         replay.problems.append(f"{STATE} has no current_best_path")
-    elif str(resolve(doc.path.absolute(), state["current_best_path"])) != run.best_kernel_path:
+    elif os.path.realpath(paths.stored(state["current_best_path"])) != os.path.realpath(
+        run.best_kernel_path
+    ):
         replay.problems.append(
             f"{STATE} current_best_path {state['current_best_path']!r} is not the best kernel "
             f"{run.best_kernel_path!r}"
@@ -327,29 +459,96 @@ def _compare_state(replay: _Replay, doc: JsonFile, view: RunView) -> None:
         medians = _medians(state.get(key))
         mine = {c.case_id: getattr(c, column) for c in view.cases}
         if medians is None:
-            replay.problems.append(f"{STATE} {key} must be a list of {{case_id, median_us}}")
+            replay.problems.append(f"{STATE} {key} must map each case id to its measurement")
         elif set(medians) != set(mine) or any(not _same(medians[c], mine[c]) for c in mine):
             replay.problems.append(f"{STATE} {key} differs from the replay's medians {mine}")
 
 
 def _medians(rows: Any) -> dict[str, Any] | None:
-    if not isinstance(rows, list):
+    """Case id -> median from the controller's map of measurement rows keyed by case id."""
+    if not isinstance(rows, dict):
         return None
     out = {}
-    for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("case_id"), str):
+    for case_id, row in rows.items():
+        if not isinstance(row, dict) or row.get("case_id", case_id) != case_id:
             return None
-        out[row["case_id"]] = row.get("median_us")
+        out[case_id] = row.get("median_us")
     return out
 
 
+def _conclusion_points(
+    rounds: list[dict[str, Any]], analysis: dict[str, Any] | None, manifest: Any
+) -> tuple[list[int | None], list[str]]:
+    """After how many rounds `analyze` concluded the run (None: never), most likely first,
+    and notes.
+
+    `analysis.json`'s `round_count` says it, unless a later `analyze` rewrote analysis.json
+    and then failed on the manifest (the controller writes the files first): then the
+    manifest's terminal status stands, after the rounds recorded up to its `updated_at`
+    (times have whole seconds: a round recorded in the same second may be on either side)."""
+    terminal = manifest.status in ("passed", "failed", "inconclusive")
+    if analysis is None and not terminal:
+        return [None], []
+    before = at = len(rounds)
+    if terminal:
+        until = _time(manifest.updated_at, f"{MANIFEST} updated_at")
+        times = [
+            _time(r.get("recorded_at"), f"{ROUNDS} rounds[{i}].recorded_at")
+            for i, r in enumerate(rounds)
+        ]
+        before = sum(1 for t in times if t < until)
+        at = sum(1 for t in times if t <= until)
+    if analysis is None:
+        return list(range(before, at + 1)), [
+            f"{MANIFEST} is {manifest.status} but the folder has no {ANALYSIS}; the "
+            f"conclusion is the manifest's"
+        ]
+    count = analysis.get("round_count")
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= len(rounds):
+        raise InputError(
+            f"legacy {ANALYSIS} round_count must be a number of rounds from 0 to {len(rounds)}"
+        )
+    if count < len(rounds) or not terminal or at >= count:
+        return [count], []
+    return list(range(before, at + 1)), [
+        f"{ANALYSIS} was rewritten by an analyze after round {count} that the controller "
+        f"refused ({MANIFEST} stayed {manifest.status} from an earlier analyze); the run "
+        f"concluded at that earlier analyze and was reopened"
+    ]
+
+
+REOPEN_REASON = "the JSON-file controller recorded this round after analyze (legacy import)"
+
+
+def _reopen(replay: _Replay, value: dict[str, Any], index: int, conclusion: str) -> None:
+    """The run concluded, and the controller took another round: reopen it first."""
+    at = _time(value.get("recorded_at"), f"{ROUNDS} rounds[{index}].recorded_at")
+    replay.add(RunReopened(conclusion=conclusion, round=index + 1, reason=REOPEN_REASON), at)
+
+
 def _conclude(
-    replay: _Replay, analysis: dict[str, Any], manifest_status: str, updated_at: str
+    replay: _Replay, analysis: dict[str, Any] | None, manifest_status: str, updated_at: str
 ) -> str:
-    """The run concluded: append RunConcluded and compare it with analysis.json."""
+    """The run concluded: append RunConcluded and compare it with analysis.json (when that
+    was written at this point) and the manifest's status."""
     view = replay.view
     assert view is not None
     event = conclusion_event(view)
+    if analysis is not None and analysis.get("round_count") == view.run.rounds_recorded:
+        _compare_analysis(replay, analysis, event)
+    if (
+        manifest_status in ("passed", "failed", "inconclusive")
+        and manifest_status != event.conclusion
+    ):
+        replay.problems.append(
+            f"{MANIFEST} status is {manifest_status!r}, but the run concludes {event.conclusion!r}"
+        )
+    replay.add(event, _time(updated_at, f"{MANIFEST} updated_at"))
+    return event.conclusion
+
+
+def _compare_analysis(replay: _Replay, analysis: dict[str, Any], event: Any) -> None:
+    """analysis.json against the conclusion the replay gives at the same point."""
     expected: dict[str, Any] = {
         "status": event.conclusion,
         "target_met": event.target_met,
@@ -373,12 +572,3 @@ def _conclude(
         replay.problems.append(
             f"{ANALYSIS} {key} is {analysis[key]!r}, replay gives {event.cumulative_improvement!r}"
         )
-    if (
-        manifest_status in ("passed", "failed", "inconclusive")
-        and manifest_status != event.conclusion
-    ):
-        replay.problems.append(
-            f"{MANIFEST} status is {manifest_status!r}, but the run concludes {event.conclusion!r}"
-        )
-    replay.add(event, _time(updated_at, f"{MANIFEST} updated_at"))
-    return event.conclusion

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # dispatch is by `event_type`: reading projections needs no e
         RoundSubmitted,
         RunConcluded,
         RunPlanned,
+        RunReopened,
         ValidationLinked,
     )
 
@@ -356,6 +357,12 @@ def _concluded(work: _Working, version: int, at: str, event: RunConcluded) -> No
     run["concluded_at"] = at
 
 
+def _reopened(work: _Working, version: int, at: str, event: RunReopened) -> None:
+    run = work.run
+    run["status"] = "active"
+    run["conclusion"] = None  # concluded_at stays: the rounds that follow are marked by it
+
+
 def _decided(work: _Working, version: int, at: str, event: RoundDecided) -> None:
     submitted = work.submitted
     if submitted is None or submitted.round != event.round:
@@ -403,13 +410,23 @@ def _decided(work: _Working, version: int, at: str, event: RoundDecided) -> None
                 at,
                 start.bottleneck if start else None,
                 event.mechanism_check.confirmed if event.mechanism_check else None,
-                ",".join(event.flags) or None,
+                _round_flags(event.flags, run["concluded_at"]),
                 signals_text(start.signals) if start else None,
             )
         )
     )
     work.submitted, work.validation_status = None, None
 
+
+def _round_flags(flags: list[str], concluded_at: str | None) -> str | None:
+    """The round row's flags: the decision's, and `reopened` for a round recorded after its
+    run had concluded once (RunReopened), which only a run never concluded lacks."""
+    if concluded_at is not None:
+        flags = [*flags, REOPENED_FLAG]
+    return ",".join(flags) or None
+
+
+REOPENED_FLAG = "reopened"
 
 _HANDLERS: dict[str, Callable[[_Working, int, str, Any], None]] = {
     "RunPlanned": _planned_again,
@@ -421,6 +438,7 @@ _HANDLERS: dict[str, Callable[[_Working, int, str, Any], None]] = {
     "NoiseMeasured": _unchanged,
     "DiagnosisRecorded": _diagnosed,
     "RunConcluded": _concluded,
+    "RunReopened": _reopened,
 }
 
 

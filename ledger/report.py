@@ -45,6 +45,7 @@ from ledger.events import (
     RoundSubmitted,
     RunConcluded,
     RunPlanned,
+    RunReopened,
 )
 from ledger.jsonio import display
 from ledger.projections import RunView
@@ -297,10 +298,18 @@ def _collect(
         rounds=tuple(rounds),
         profiles=tuple(profiles),
         diagnoses=tuple(e for e in events if isinstance(e, DiagnosisRecorded)),
-        conclusion=next((e for e in events if isinstance(e, RunConcluded)), None),
+        conclusion=_standing_conclusion(events),
         verification=verification,
         unreadable_events=unreadable,
     )
+
+
+def _standing_conclusion(events: Sequence[Event]) -> RunConcluded | None:
+    """The run's latest conclusion, unless a RunReopened came after it."""
+    for event in reversed(events):
+        if isinstance(event, RunConcluded | RunReopened):
+            return event if isinstance(event, RunConcluded) else None
+    return None
 
 
 def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
@@ -801,6 +810,12 @@ def _section_latency(data: ReportData, svg: str | None) -> str:
         if shown > MAX_CASE_PANELS
         else ""
     )
+    missing = [m.case_id for m in data.baseline if m.source_not_found is not None]
+    if missing:
+        note += (
+            f" The baseline named samples files that were not found (samples-file-not-found: "
+            f"{', '.join(missing)}); its medians stand as recorded."
+        )
     caption = (
         f"{_e(timing_label(data.target))}. orig is the original kernel, rN round N's "
         f"candidate (FAIL rounds are never measured); the best kernel (round "

@@ -3,8 +3,8 @@ and ledger/decide.py), append events and
 projections in one transaction. A reader who opens this file sees the whole workflow.
 
     plan     config file  -> RunPlanned, ValidationLinked, MeasurementsRecorded (baseline)
-    record   round result -> RoundSubmitted, ValidationLinked, [MeasurementsRecorded],
-                             RoundDecided
+    record   round result -> [RunReopened], RoundSubmitted, ValidationLinked,
+                             [MeasurementsRecorded], RoundDecided
     analyze  run          -> RunConcluded (once), then analysis.json, report.md, manifest.json
 """
 
@@ -27,6 +27,7 @@ from ledger.controller import (
     attribution_settings,
     conclusion_event,
     profile_event,
+    samples_not_found,
     settings_from,
 )
 from ledger.errors import (
@@ -44,11 +45,13 @@ from ledger.events import (
     LimitFields,
     Measurement,
     MeasurementsRecorded,
+    NamedPath,
     NoiseMeasured,
     ObjectiveFields,
     ProfileRecorded,
     RoundSubmitted,
     RunPlanned,
+    RunReopened,
     ValidationLinked,
 )
 from ledger.evidence import EVIDENCE_EVENT_TYPES, RunEvidence
@@ -58,6 +61,7 @@ from ledger.inputs import (
     RoundResult,
     Sha256,
     ValidationEvidence,
+    base_folder,
     check_measurements,
     check_validation,
     config_warnings,
@@ -83,6 +87,8 @@ class PlanResult:
     run_id: str
     kernel_sha256: str
     case_count: int
+    samples_not_found: tuple[str, ...] = ()  # baseline cases whose `source` was not there
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
     warnings: tuple[str, ...] = ()
     dry_run: bool = False
 
@@ -99,6 +105,9 @@ class RecordResult:
     needs_diagnosis: bool
     remaining_rounds: int
     best_kernel_sha256: str
+    flags: tuple[str, ...] = ()
+    samples_not_found: tuple[str, ...] = ()  # cases whose `source` was not there
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
     already_recorded: bool = False  # a retry of a round recorded from this very file
 
 
@@ -108,9 +117,10 @@ class KernelFile:
     content: bytes
 
 
-def recorded_file(path: Path, sha256: str, size: int) -> FileRef:
-    """The FileRef of a file that was read: the path as given and, when following symlinks
-    leads elsewhere, the path it resolved to."""
+def recorded_file(path: Path, sha256: str, size: int, written: str | None = None) -> FileRef:
+    """The FileRef of a file that was read: its absolute path; the path as the naming file
+    wrote it (`written`), when that differs; and, when following symlinks leads elsewhere,
+    the path it resolved to."""
     try:
         resolved = os.path.realpath(path, strict=True)
     except (OSError, ValueError):
@@ -120,29 +130,44 @@ def recorded_file(path: Path, sha256: str, size: int) -> FileRef:
         sha256=sha256,
         size=size,
         resolved_path=resolved if resolved is not None and resolved != str(path) else None,
+        written_path=written if written is not None and written != str(path) else None,
     )
 
 
-def read_kernel(path: Path, what: str) -> KernelFile:
+def read_kernel(path: Path, what: str, written: str | None = None) -> KernelFile:
     data = read_bytes(path, what)
     digest = sha256_hex(data)
-    return KernelFile(recorded_file(path, digest, len(data)), data)
+    return KernelFile(recorded_file(path, digest, len(data), written), data)
 
 
-def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement:
-    """Normalize one measurement: read raw samples from `source` (JSON list of µs,
-    {"unit", "samples"} or a Duration(us) CSV), compute the median when it is absent, check
-    it when both are given. Extra keys are kept verbatim. (ledger.samples is imported only
+def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
+    """Normalize one measurement: read raw samples from `source` (relative to `base_dir`;
+    a JSON list of µs, {"unit", "samples"} or a Duration(us) CSV), compute the median when
+    it is absent, check it when both are given. A `source` that does not exist is noted in
+    `source_not_found`. Extra keys are kept verbatim. (ledger.samples is imported only
     where there are samples.)"""
     median = row.median_us
     samples = list(row.samples_us) if row.samples_us is not None else None
-    source = None
-    if row.source is not None:
+    source = not_found = None
+    path = resolve(base_dir, row.source) if row.source is not None else None
+    if row.source is None or path is None:
+        pass
+    elif not path.exists():
+        # named but absent: accepted as the JSON-file controller accepts it (it never reads
+        # the file); the median and repeats must then be given, and the row says so
+        if samples is None and (median is None or row.repeats is None):
+            missing = "median_us" if median is None else "repeats"
+            raise InputError(
+                f"{field}.{missing} is required: the samples file {field}.source "
+                f"{display(path)} does not exist"
+            )
+        written = row.source if row.source != str(path) else None
+        not_found = NamedPath(path=str(path), written_path=written)
+    else:
         from ledger import samples as raw
 
-        path = resolve(base_file, row.source)
         loaded = raw.load_samples_file(path)
-        source = recorded_file(path, loaded.sha256, path.stat().st_size)
+        source = recorded_file(path, loaded.sha256, path.stat().st_size, row.source)
         if samples is None:
             samples = list(loaded.samples_us)
         elif len(samples) != len(loaded.samples_us) or any(
@@ -165,17 +190,19 @@ def _measurement(row: MeasurementIn, base_file: Path, field: str) -> Measurement
         samples_us=samples,
         source=source,
         extra=dict(row.model_extra or {}),
+        source_not_found=not_found,
     )
 
 
 def measured_cases(
-    rows: Sequence[MeasurementIn], planned: Sequence[str], base_file: Path, field: str
+    rows: Sequence[MeasurementIn], planned: Sequence[str], base_dir: Path, field: str
 ) -> list[Measurement]:
-    """One checked measurement per planned case, in plan order, raw sample files ingested."""
+    """One checked measurement per planned case, in plan order, raw sample files (relative
+    to `base_dir`) ingested."""
     by_case = check_measurements(rows, planned, field)
     index = {id(row): i for i, row in enumerate(rows)}
     return [
-        _measurement(by_case[c], base_file, f"{field}[{index[id(by_case[c])]}]") for c in planned
+        _measurement(by_case[c], base_dir, f"{field}[{index[id(by_case[c])]}]") for c in planned
     ]
 
 
@@ -184,11 +211,15 @@ def validation_event(round_no: int, kernel_sha256: str, ev: ValidationEvidence) 
     return ValidationLinked(
         round=round_no,
         kernel_sha256=kernel_sha256,
-        manifest=recorded_file(ev.manifest_path, ev.manifest_sha256, ev.manifest_size),
+        manifest=recorded_file(
+            ev.manifest_path, ev.manifest_sha256, ev.manifest_size, ev.manifest_written
+        ),
         manifest_run_id=ev.manifest.run_id,
         manifest_parent_run_id=ev.manifest.parent_run_id,
         status=ev.manifest.status,
-        case_matrix=recorded_file(ev.case_matrix_path, ev.case_matrix_sha256, ev.case_matrix_size),
+        case_matrix=recorded_file(
+            ev.case_matrix_path, ev.case_matrix_sha256, ev.case_matrix_size, ev.case_matrix_written
+        ),
         case_ids=ev.case_ids,
     )
 
@@ -215,22 +246,32 @@ def submitted_event(
 
 
 def checked_round(
-    result: RoundResult, path: Path, candidate: KernelFile, view: RunView, field: str
+    result: RoundResult,
+    path: Path,
+    candidate: KernelFile,
+    view: RunView,
+    field: str,
+    *,
+    base: Path,
+    manifest: Path | None = None,
 ) -> tuple[ValidationLinked, list[Measurement] | None]:
     """A round result's validation (its manifest must vouch for the candidate and cover
     exactly the planned cases) and, when it passed, the candidate's measurements (`field`
-    names them in errors); `path` is the file the result was read from."""
+    names them in errors); `path` is the file the result was read from. Relative paths in it
+    resolve against `base`; `manifest`, when given, is where its verification manifest was
+    found instead."""
     planned = [c.case_id for c in view.cases]
     validation = check_validation(
-        resolve(path, result.verification.manifest),
+        manifest if manifest is not None else resolve(base, result.verification.manifest),
         kernel_sha256=candidate.ref.sha256,
         planned_case_ids=planned,
         allowed_parents=[view.run.run_id, view.run.parent_run_id],
+        written=result.verification.manifest,
     )
     measured = None
     if validation.passed:
         rows = parse_measurements(result.measurements, field, display(path))
-        measured = measured_cases(rows, planned, path, field)
+        measured = measured_cases(rows, planned, base, field)
     return validation_event(result.round, candidate.ref.sha256, validation), measured
 
 
@@ -268,12 +309,22 @@ class PlannedRun:
     kernel: KernelFile
 
 
-def plan_events(doc: JsonFile, config: Any, warnings: Sequence[str] = ()) -> PlannedRun:
+def plan_events(
+    doc: JsonFile,
+    config: Any,
+    base_dir: Path,
+    *,
+    statistics: dict[str, Any] | None = None,
+    warnings: Sequence[str] = (),
+) -> PlannedRun:
     """Check a loaded run configuration and build the events that lock the run.
 
     Shared by `plan` and the legacy importer, so an imported run passes exactly the checks
-    a planned one does. Reads the kernel, the baseline files and the validation manifest;
-    writes nothing.
+    a planned one does. Relative paths in the configuration resolve against `base_dir` (the
+    working directory, as for the JSON-file controller). Reads the kernel, the baseline
+    files and the validation manifest; writes nothing. `statistics`, when given, replaces
+    the configuration's own `statistics` settings (the JSON-file controller's command line
+    decides on medians alone).
     """
     config_path = doc.path.absolute()
     settings_from(config.target.model_dump(mode="json"), doc.value)  # refuse bad settings now
@@ -281,14 +332,17 @@ def plan_events(doc: JsonFile, config: Any, warnings: Sequence[str] = ()) -> Pla
 
     # Checked now, and recorded with the bootstrap variant in force, so that a replay tells
     # this run from one planned before the key existed (StatisticsConfig.from_recorded).
-    statistics = StatisticsConfig.planned(config.statistics)
-    kernel = read_kernel(resolve(config_path, config.kernel.path), "kernel.path")
+    statistics = StatisticsConfig.planned(config.statistics if statistics is None else statistics)
+    kernel = read_kernel(
+        resolve(base_dir, config.kernel.path), "kernel.path", written=config.kernel.path
+    )
     planned = config.case_ids
-    baseline = measured_cases(config.baseline, planned, config_path, "baseline")
+    baseline = measured_cases(config.baseline, planned, base_dir, "baseline")
     evidence = check_validation(
-        resolve(config_path, config.validation_manifest),
+        resolve(base_dir, config.validation_manifest),
         kernel_sha256=kernel.ref.sha256,
         planned_case_ids=planned,
+        written=config.validation_manifest,
     )
     if not evidence.passed:
         raise InputError(
@@ -405,6 +459,11 @@ class LedgerService:
         service._open_store = open_store
         return service
 
+    def close(self) -> None:
+        """Close the store, if it was opened."""
+        if self._store is not None:
+            self._store.close()
+
     @property
     def store(self) -> Store:
         if self._store is None:
@@ -510,12 +569,25 @@ class LedgerService:
 
     # --- plan ----------------------------------------------------------------------------
 
-    def plan(self, config_path: Path, *, dry_run: bool = False) -> PlanResult:
-        """Validate a run configuration and lock the run; with `dry_run`, only check it
-        (the run id included, where a ledger exists) and write nothing."""
+    def plan(
+        self,
+        config_path: Path,
+        *,
+        base_dir: Path | None = None,
+        statistics: dict[str, Any] | None = None,
+        check: Callable[[Sequence[Event]], None] | None = None,
+        dry_run: bool = False,
+    ) -> PlanResult:
+        """Validate a run configuration and lock the run. Relative paths in the configuration
+        resolve against `base_dir` (default: the working directory). `statistics` replaces the
+        configuration's statistics settings (see `plan_events`); `check`, a caller's own
+        rule, sees the events about to be appended and raises to refuse them. With
+        `dry_run`, only check (the run id too, where a ledger exists) and write nothing."""
         doc, config = load_config(Path(config_path).absolute())
         warnings = tuple(config_warnings(doc.value))
-        planned = plan_events(doc, config, warnings=warnings)
+        planned = plan_events(
+            doc, config, base_folder(base_dir), statistics=statistics, warnings=warnings
+        )
         try:
             with self.store.transaction() as conn:
                 if self.store.stream_head(conn, config.run_id)[0] != 0:
@@ -523,17 +595,40 @@ class LedgerService:
         except LedgerMissing:
             if not dry_run:
                 raise
-        result = PlanResult(
-            config.run_id, planned.kernel.ref.sha256, len(config.case_ids), warnings, dry_run
-        )
+        if check is not None:
+            check(planned.events)
         if not dry_run:
             self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
-        return result
+        baseline = planned.events[2]
+        assert isinstance(baseline, MeasurementsRecorded)
+        return PlanResult(
+            config.run_id,
+            planned.kernel.ref.sha256,
+            len(config.case_ids),
+            tuple(samples_not_found(baseline)),
+            planned.events,
+            warnings,
+            dry_run,
+        )
 
     # --- record --------------------------------------------------------------------------
 
-    def record(self, run_id: str, result_path: Path) -> RecordResult:
-        """Record one round: validate it against the run's state, decide, append."""
+    def record(
+        self,
+        run_id: str,
+        result_path: Path,
+        *,
+        base_dir: Path | None = None,
+        reopen: str | None = None,
+    ) -> RecordResult:
+        """Record one round: validate it against the run's state, decide, append. Relative
+        paths in the round result resolve against `base_dir` (default: the working
+        directory).
+
+        A concluded run accepts no rounds, unless `reopen` gives the reason to take one
+        anyway (as the JSON-file controller does): then RunReopened goes before the round,
+        in the same append, so a refused round leaves the run concluded."""
+        base = base_folder(base_dir)
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
         view = self.view(run_id)
@@ -541,13 +636,22 @@ class LedgerService:
         if 1 <= result.round <= run.rounds_recorded:
             return self._recorded(run, result.round, doc.sha256)
         refused = admit(view, result.round, result.parent_kernel_sha256)
+        items: list[Event] = []
+        if refused and refused[0].rule == "concluded" and reopen is not None:
+            conclusion = str(run.conclusion)
+            items.append(RunReopened(conclusion=conclusion, round=result.round, reason=reopen))
+            refused = refused[1:]
         if refused:
             raise InputError(refused[0].message)
-        candidate = read_kernel(resolve(result_path, result.candidate.path), "candidate.path")
+        candidate = read_kernel(
+            resolve(base, result.candidate.path), "candidate.path", written=result.candidate.path
+        )
         plan, evidence = self.decision_evidence(
             view, [run.best_kernel_sha256, candidate.ref.sha256]
         )
-        validation, measured = checked_round(result, result_path, candidate, view, "measurements")
+        validation, measured = checked_round(
+            result, result_path, candidate, view, "measurements", base=base
+        )
         outcome = round_events(
             view=view,
             evidence=evidence,
@@ -558,7 +662,8 @@ class LedgerService:
             validation=validation,
             measurements=measured,
         )
-        after, _ = self.append(run_id, view, outcome.events, [candidate.content])
+        items += outcome.events
+        after, _ = self.append(run_id, view, items, [candidate.content])
         decision = outcome.decided
         return RecordResult(
             run_id=run_id,
@@ -571,6 +676,9 @@ class LedgerService:
             needs_diagnosis=decision.needs_diagnosis,
             remaining_rounds=decision.remaining_rounds,
             best_kernel_sha256=after.run.best_kernel_sha256,
+            flags=tuple(decision.flags),
+            samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
+            events=tuple(items),
         )
 
     def _recorded(self, run: Any, round_no: int, result_sha256: str) -> RecordResult:
@@ -606,6 +714,7 @@ class LedgerService:
             needs_diagnosis=row.needs_diagnosis,
             remaining_rounds=row.remaining_rounds,
             best_kernel_sha256=row.best_kernel_sha256,
+            flags=tuple(f for f in (row.flags or "").split(",") if f),
             already_recorded=True,
         )
 
@@ -695,10 +804,12 @@ class LedgerService:
 
     # --- noise remeasurement ----------------------------------------------------------------
 
-    def noise(self, run_id: str, path: Path) -> dict[str, Any]:
-        """Record an A/A remeasure of the current best kernel; report the drift estimate."""
+    def noise(self, run_id: str, path: Path, *, base_dir: Path | None = None) -> dict[str, Any]:
+        """Record an A/A remeasure of the current best kernel; report the drift estimate.
+        Relative `source` paths resolve against `base_dir` (default: the working directory)."""
         from ledger import stats
 
+        base = base_folder(base_dir)
         path = Path(path).absolute()
         doc = read_json(path, "measurements file")
         shown = display(path)
@@ -712,7 +823,7 @@ class LedgerService:
                 f"best kernel of run {run_id!r} ({view.run.best_kernel_sha256})"
             )
         planned = [c.case_id for c in view.cases]
-        measured = measured_cases(item.measurements, planned, path, "measurements")
+        measured = measured_cases(item.measurements, planned, base, "measurements")
         event = NoiseMeasured(
             kernel_sha256=item.kernel_sha256,
             after_round=view.run.rounds_recorded,
@@ -751,6 +862,7 @@ class LedgerService:
                 "ValidationLinked": "validation",
                 "MeasurementsRecorded": "measurements",
                 "RoundDecided": "decision",
+                "RunReopened": "reopened",
             }.get(record.event_type)
             if record.event_type == "ProfileRecorded":
                 detail["profiles"].append(payload)

@@ -7,7 +7,8 @@ Checks, in the order each event meets them:
   canonical   stored payload bytes are exactly RFC 8785 of their own parse
   payload     the payload is a known event type that validates
   replay      the fold accepts the event, and every RoundDecided / RunConcluded equals what
-              the pure decision functions derive from the events before it
+              the pure decision functions derive from the events before it; a RunReopened
+              follows a conclusion it names
   projection  stored projection rows equal a rebuild from the events alone
   blobs       every stored kernel source hashes to its key; every kernel an event names is
               stored
@@ -43,6 +44,7 @@ from ledger.events import (
     RoundSubmitted,
     RunConcluded,
     RunPlanned,
+    RunReopened,
     ValidationLinked,
     load_event,
 )
@@ -193,6 +195,11 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
         full = RunView(run=view.run, cases=view.cases, rounds=view.rounds)
         if conclusion_event(full) != event:
             raise _fail(e, "replay", "the conclusion does not follow from the rounds")
+    elif isinstance(event, RunReopened) and view is not None:
+        if not view.concluded:
+            raise _fail(e, "replay", "a run that has not concluded was reopened")
+        if event.conclusion != view.run.conclusion or event.round != view.run.rounds_recorded + 1:
+            raise _fail(e, "replay", "the reopening does not match the run's conclusion")
     try:
         state.view = projections.apply(view, e.stream_version, e.recorded_at, event)
     except projections.ProjectionError as exc:

@@ -10,6 +10,12 @@ from pathlib import Path
 from typing import Any
 
 STAMP = "2026-11-02T09:00:00Z"
+OBJECTIVE = {
+    "target_relative_improvement": 0.10,
+    "min_relative_improvement": 0.01,
+    "noise_floor": 0.005,
+    "max_case_regression": 0.02,
+}
 
 
 def sha256(path: Path) -> str:
@@ -31,14 +37,7 @@ class Campaign:
         default_factory=lambda: [("fp16-128x257", 1.0), ("fp32-64x1024", 2.0), ("bf16-8x8193", 1.0)]
     )
     baseline: list[float] = field(default_factory=lambda: [18.2, 40.0, 25.0])
-    objective: dict[str, float] = field(
-        default_factory=lambda: {
-            "target_relative_improvement": 0.10,
-            "min_relative_improvement": 0.01,
-            "noise_floor": 0.005,
-            "max_case_regression": 0.02,
-        }
-    )
+    objective: dict[str, float] = field(default_factory=lambda: dict(OBJECTIVE))
     max_rounds: int = 10
     max_consecutive_failures: int = 3
     best_kernel: Path | None = None

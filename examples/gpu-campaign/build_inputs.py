@@ -12,7 +12,9 @@ Standard library only. DIR (default: this folder) holds what run_campaign.py wro
     <op>/profiles/signals.json     per kernel and case: duration, DRAM, SM, occupancy
     <op>/expected-decisions.json   the decision rule replayed here on the medians
 
-Every path inside these files is relative to the folder of the file that holds it. Medians
+Every path inside these files is relative to the repository root (the workspace the replay
+runs from), as the JSON-file controller resolves paths against the working directory; a
+manifest's artifact URIs stay relative to the manifest's folder. Medians
 and samples are computed from the raw files exactly as the ledger reads them (milliseconds
 scaled to microseconds from the decimal text, one rounding). Which kernel is best before
 each round comes from replaying SPEC 3 on the medians (campaign_plan.simulate); the round's
@@ -31,6 +33,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+WORKSPACE = HERE.parents[1]  # the repository root: replay.sh runs from there
 sys.path.insert(0, str(HERE))
 
 import campaign_plan as plan  # noqa: E402
@@ -80,7 +83,7 @@ def write_json(path: Path, value) -> None:
     path.write_text(json.dumps(value, indent=1) + "\n")
 
 
-def measurement(raw_path: Path, case_id: str, rel_from: Path) -> dict:
+def measurement(raw_path: Path, case_id: str) -> dict:
     raw = read_json(raw_path)
     if raw.get("unit") != "ms":
         raise SystemExit(f"{raw_path}: expected unit ms, got {raw.get('unit')!r}")
@@ -90,14 +93,15 @@ def measurement(raw_path: Path, case_id: str, rel_from: Path) -> dict:
         "median_us": plan.median(samples_us),
         "repeats": len(samples_us),
         "samples_us": samples_us,
-        "source": rel(raw_path, rel_from),
+        "source": rel(raw_path),
     }
 
 
-def rel(path: Path, from_dir: Path) -> str:
+def rel(path: Path) -> str:
+    """A path as the input files write it: relative to the workspace (the working directory)."""
     import os
 
-    return os.path.relpath(path, from_dir).replace(os.sep, "/")
+    return os.path.relpath(path, WORKSPACE).replace(os.sep, "/")
 
 
 # --- Nsight Compute ------------------------------------------------------------------------
@@ -210,8 +214,7 @@ def build_op(op: str, root: Path, env: dict) -> list[dict]:
     for k in kernels:
         if passed[k]:
             medians[k] = {
-                c: measurement(opdir / "raw" / k / f"{c}.json", c, opdir)["median_us"]
-                for c in case_ids
+                c: measurement(opdir / "raw" / k / f"{c}.json", c)["median_us"] for c in case_ids
             }
     rounds = plan.simulate(op, medians, passed)
     bad = [r for r in rounds if not r["lineage_ok"]]
@@ -233,7 +236,7 @@ def build_op(op: str, root: Path, env: dict) -> list[dict]:
         "torch": env.get("torch"),
         "triton": env.get("triton"),
     }
-    baseline = [measurement(opdir / "raw" / start / f"{c}.json", c, opdir) for c in case_ids]
+    baseline = [measurement(opdir / "raw" / start / f"{c}.json", c) for c in case_ids]
     all_repeats = [
         read_json(p)["samples"].__len__() for p in sorted((opdir / "raw").glob("*/*.json"))
     ]
@@ -242,8 +245,8 @@ def build_op(op: str, root: Path, env: dict) -> list[dict]:
         "run_id": spec["run_id"],
         "parent_run_id": spec["parent_run_id"],
         "op_name": op,
-        "kernel": {"path": rel(HERE / "kernels" / op / f"{start}.py", opdir)},
-        "validation_manifest": f"validation/{start}/manifest.json",
+        "kernel": {"path": rel(HERE / "kernels" / op / f"{start}.py")},
+        "validation_manifest": rel(opdir / "validation" / start / "manifest.json"),
         "target": target,
         "cases": [
             {"id": c["id"], "weight": c["weight"], "dtype": c["dtype"], "shape": list(c["shape"])}
@@ -288,21 +291,21 @@ def build_op(op: str, root: Path, env: dict) -> list[dict]:
             "schema_version": 1,
             "round": sim["round"],
             "parent_kernel_sha256": sha256_file(HERE / "kernels" / op / f"{parent}.py"),
-            "candidate": {"path": rel(HERE / "kernels" / op / f"{cand}.py", rdir)},
+            "candidate": {"path": rel(HERE / "kernels" / op / f"{cand}.py")},
             "hypothesis": meta["hypothesis"],
             "change": meta["change"],
             "mechanism": meta["mechanism"],
-            "verification": {"manifest": f"../validation/{cand}/manifest.json"},
+            "verification": {"manifest": rel(opdir / "validation" / cand / "manifest.json")},
         }
         if passed[cand]:
             doc["measurements"] = [
-                measurement(opdir / "raw" / cand / f"{c}.json", c, rdir) for c in case_ids
+                measurement(opdir / "raw" / cand / f"{c}.json", c) for c in case_ids
             ]
             sig = profiles.get(cand, {}).get(plan.REPRESENTATIVE_CASE)
             if sig:
                 doc["profiler_signals"] = sig
                 doc["profile"] = {
-                    "path": f"../profiles/{cand}.{plan.REPRESENTATIVE_CASE}.ncu.csv",
+                    "path": rel(opdir / "profiles" / f"{cand}.{plan.REPRESENTATIVE_CASE}.ncu.csv"),
                     "format": "ncu-csv",
                     "case_id": plan.REPRESENTATIVE_CASE,
                 }
@@ -342,9 +345,9 @@ def build_op(op: str, root: Path, env: dict) -> list[dict]:
             ndir / f"aa-{k}.json",
             {
                 "kernel_sha256": sha256_file(HERE / "kernels" / op / f"{best}.py"),
-                "kernel": {"path": rel(HERE / "kernels" / op / f"{best}.py", ndir)},
+                "kernel": {"path": rel(HERE / "kernels" / op / f"{best}.py")},
                 "session": f"aa-{k}",
-                "measurements": [measurement(sdir / f"{c}.json", c, ndir) for c in case_ids],
+                "measurements": [measurement(sdir / f"{c}.json", c) for c in case_ids],
             },
         )
 

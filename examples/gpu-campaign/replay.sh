@@ -7,10 +7,17 @@
 # KL overrides the command (default: kernel-ledger); OUT_DIR where analyze writes (default: a
 # new temporary folder); JSON=1 prints each command's JSON object instead of readable lines. The A/A files re-time the final best kernel, which is the best from
 # round 1 on, so they are recorded right after round 1.
+#
+# The input files name paths relative to the repository root, the workspace they were
+# written for (as agents run the JSON-file controller from the workspace root), so the
+# replay runs from there.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-KL=${KL:-kernel-ledger}
 out_dir=${OUT_DIR:-$(mktemp -d)}
+case $out_dir in /*) ;; *) out_dir="$PWD/$out_dir" ;; esac
+case ${KL:-} in */*) KL="$(cd "$(dirname "$KL")" && pwd)/$(basename "$KL")" ;; esac
+KL=${KL:-kernel-ledger}
+cd "$(dirname "$0")/../.."
+here=examples/gpu-campaign
 fmt=${JSON:+--json}
 case_id=fp16-4096x1024  # campaign_plan.REPRESENTATIVE_CASE
 

@@ -3,6 +3,10 @@
 The manifests and case matrices name each kernel by sha256, so they must be rewritten
 whenever a kernel file changes:  python examples/softmax-demo/generate.py
 The timings are a realistic, hand-made softmax campaign on an Ascend 910B2.
+
+The config and round results name files as an agent running from the workspace root does
+(here the repository root): relative to the working directory, as the JSON-file controller
+resolves them. Run the demo commands from the repository root.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+WS = "examples/softmax-demo"  # HERE, from the repository root: the working directory
 RUN_ID = "softmax-demo-001"
 PARENT_RUN_ID = "triton-softmax-001"
 CASES = [
@@ -136,7 +141,7 @@ def manifest(name: str, kernel: str, status: str, parent: str, stamp: str) -> st
             "updated_at": stamp,
         },
     )
-    return f"validation/{name}/manifest.json"
+    return f"{WS}/validation/{name}/manifest.json"
 
 
 def main() -> None:
@@ -147,7 +152,7 @@ def main() -> None:
             "run_id": RUN_ID,
             "parent_run_id": PARENT_RUN_ID,
             "op_name": "softmax",
-            "kernel": {"path": "kernels/softmax_v0.py"},
+            "kernel": {"path": f"{WS}/kernels/softmax_v0.py"},
             "validation_manifest": manifest(
                 "baseline", "softmax_v0.py", "passed", PARENT_RUN_ID, "2026-11-02T09:00:00Z"
             ),
@@ -158,7 +163,7 @@ def main() -> None:
                     "case_id": c["id"],
                     "median_us": m,
                     "repeats": 51,
-                    "source": f"raw/baseline-{c['id']}.json",
+                    "source": f"{WS}/raw/baseline-{c['id']}.json",
                 }
                 for c, m in zip(CASES, BASELINE, strict=True)
             ],
@@ -185,12 +190,11 @@ def main() -> None:
             "schema_version": 1,
             "round": number,
             "parent_kernel_sha256": sha256(HERE / "kernels" / best),
-            "candidate": {"path": f"../kernels/{kernel}"},
+            "candidate": {"path": f"{WS}/kernels/{kernel}"},
             "hypothesis": hypothesis,
             "change": change,
             "verification": {
-                "manifest": "../"
-                + manifest(
+                "manifest": manifest(
                     f"round-{number}", kernel, status, RUN_ID, f"2026-11-02T{9 + number:02d}:00:00Z"
                 )
             },

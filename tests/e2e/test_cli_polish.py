@@ -99,11 +99,11 @@ def test_plan_warns_of_likely_typos_and_dry_run_writes_nothing(tmp_path):
     config = json.loads((DEMO / "config.json").read_text())
     config["measurement_polcy"] = config.pop("measurement_policy", {})
     config["objective"]["target_relative_improvement"] = 10
-    config["kernel"]["path"] = str((DEMO / config["kernel"]["path"]).resolve())
-    config["validation_manifest"] = str((DEMO / config["validation_manifest"]).resolve())
+    config["kernel"]["path"] = str((ROOT / config["kernel"]["path"]).resolve())
+    config["validation_manifest"] = str((ROOT / config["validation_manifest"]).resolve())
     for item in config["baseline"]:
         if "source" in item:
-            item["source"] = str((DEMO / item["source"]).resolve())
+            item["source"] = str((ROOT / item["source"]).resolve())
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     expected = [

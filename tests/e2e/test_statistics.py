@@ -92,7 +92,9 @@ def test_statistics_never_apply_with_too_few_samples(cli, campaign):
     assert body["decision"] == "KEEP"
 
 
-def test_source_files_in_every_unit_and_format(cli, campaign):
+def test_source_files_in_every_unit_and_format(cli, campaign, monkeypatch):
+    campaign.root.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(campaign.root)  # `source` is relative to the working directory
     doc = campaign.config_doc()
     raw = campaign.root / "raw"
     raw.mkdir(parents=True, exist_ok=True)
@@ -115,7 +117,9 @@ def test_source_files_in_every_unit_and_format(cli, campaign):
     assert rows[2]["source"]["sha256"] == sha256(raw / "c.csv")
 
 
-def test_bad_raw_files_are_refused(cli, campaign):
+def test_bad_raw_files_are_refused(cli, campaign, monkeypatch):
+    campaign.root.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(campaign.root)  # `source` is relative to the working directory
     raw = campaign.root / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     cases = {

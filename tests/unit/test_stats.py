@@ -616,7 +616,7 @@ def test_plan_records_the_default_bootstrap(tmp_path):
     from campaign import Campaign
 
     doc, config = load_config(Campaign(tmp_path).config())
-    planned = plan_events(doc, config).events[0]
+    planned = plan_events(doc, config, tmp_path).events[0]
     assert planned.statistics == {"bootstrap": StatisticsConfig().bootstrap}
 
 

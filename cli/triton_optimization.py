@@ -1,0 +1,381 @@
+"""triton-optimization: the JSON-file controller's command line, kept in the ledger.
+
+    triton-optimization plan    --output-dir D --config C
+    triton-optimization record  --output-dir D --result R
+    triton-optimization analyze --output-dir D
+
+The arguments, the one JSON line on stdout (`{"status": "failed", "error": ...}` and exit 1
+on a rejection), the files in D (optimization-config.json, state.json, rounds.json,
+analysis.json, report.md, manifest.json, round-artifacts/) and the module-level functions
+`plan`, `record`, `analyze` with their `OptimizationError` are those of the skill's
+`scripts/triton_optimization.py`, so a three-line script that imports this module can take
+its place (docs/migration.md). Every step is an event in the ledger, decided by the ledger's
+service: the ledger is `KERNEL_LEDGER_DB`, else `ledger.sqlite3` beside D. A round recorded
+after `analyze` is accepted, as the controller accepts it, and reopens the run (RunReopened).
+
+Relative paths in the configuration and round results resolve against the working
+directory, as the controller's do. Decisions are the contract's, on the medians (raw samples
+are stored, and never turn a decision, as with the controller).
+
+Example: triton-optimization plan --output-dir .vaws-local/ascend-triton/optimization/softmax-001 \\
+    --config runs/softmax-001/optimization-config.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "OptimizationError",
+    "RunManifestError",
+    "analyze",
+    "build_parser",
+    "main",
+    "plan",
+    "record",
+    "run",
+    "utc_now",
+]
+
+SCHEMA_VERSION = 1
+
+MEDIANS_ONLY = {"min_samples": 2**53 - 1}
+"""The statistics settings of a run planned here: no case ever has this many raw samples, so
+every decision is the contract's on the medians, exactly as the controller decides."""
+
+REOPEN_REASON = "a round recorded after analyze, as the JSON-file controller accepts"
+
+LEDGER_FILE = "ledger.sqlite3"
+EXIT_INTERNAL = 70
+
+
+class OptimizationError(ValueError):
+    """A step was refused: the message names the condition. Nothing was recorded."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class RunManifestError(ValueError):
+    """The run folder's manifest.json is not a Run Manifest v1, or cannot take the step."""
+
+    exit_code = 1
+
+
+def utc_now() -> str:
+    """The controller's timestamps: RFC 3339 UTC to the second."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ledger_url(output_dir: Path) -> str:
+    """KERNEL_LEDGER_DB, else the SQLite ledger beside the run folder."""
+    configured = os.environ.get("KERNEL_LEDGER_DB")
+    if configured:
+        return configured
+    return f"sqlite:///{Path(os.path.abspath(output_dir)).parent / LEDGER_FILE}"
+
+
+@contextlib.contextmanager
+def _ledger(output_dir: Path, at: str) -> Iterator[Any]:
+    """The service on the run's ledger, its clock fixed to the step's time; errors become
+    this module's (a rejection exits 1; a lost race 3 and a store problem 4, as in
+    kernel-ledger)."""
+    from ledger.errors import LedgerError
+    from ledger.runfolder import ManifestError
+    from ledger.service import LedgerService
+    from ledger.store.eventstore import Store
+
+    service = LedgerService.opening(
+        lambda: Store(ledger_url(output_dir), create=True), clock=lambda: at
+    )
+    try:
+        yield service
+    except ManifestError as exc:
+        raise RunManifestError(exc.message) from None
+    except LedgerError as exc:
+        raise OptimizationError(exc.message, 1 if exc.exit_code == 2 else exc.exit_code) from None
+    finally:
+        service.close()
+
+
+# --- the run folder ----------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace a folder file whole: a reader sees the old file or the new one, never part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    from ledger.runfolder import dumps
+
+    _write(path, dumps(value))
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    """A folder file, read as the controller reads it."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OptimizationError(f"cannot read the {what} {path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise OptimizationError(f"the {what} {path} must hold a JSON object")
+    return value
+
+
+def _read_manifest(output_dir: Path) -> dict[str, Any]:
+    from ledger.runfolder import MANIFEST, ManifestError, check_manifest
+
+    path = output_dir / MANIFEST
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+        check_manifest(value, str(path))
+    except (OSError, ValueError) as exc:
+        raise RunManifestError(f"cannot read the run manifest {path}: {exc}") from None
+    except ManifestError as exc:
+        raise RunManifestError(exc.message) from None
+    return value
+
+
+class _RunFolder:
+    """A run folder the controller (or this module) wrote, as the next step reads it."""
+
+    def __init__(self, output_dir: Path) -> None:
+        from ledger.runfolder import CONFIG, ROUNDS, STATE, Folder
+
+        self.path = output_dir
+        config = _read_json(output_dir / CONFIG, "optimization config")
+        state = _read_json(output_dir / STATE, "optimization state")
+        rounds = _read_json(output_dir / ROUNDS, "rounds file")
+        listed = rounds.get("rounds")
+        if not isinstance(listed, list):
+            raise OptimizationError(f"the rounds file {output_dir / ROUNDS} has no rounds list")
+        run_id = config.get("run_id")
+        if not isinstance(run_id, str) or not run_id:
+            raise OptimizationError(
+                f"the optimization config {output_dir / CONFIG} names no run_id"
+            )
+        self.run_id = run_id
+        self.folder = Folder(config=config, state=state, rounds=listed)
+
+    def check_ledger(self, service: Any) -> Any:
+        """The run's view in the ledger, which must stand where the folder stands. A folder
+        the controller wrote before the switch, whose run the ledger does not hold yet, is
+        imported first (`kernel-ledger import --legacy`, relative paths against the working
+        directory), so a campaign can change controllers between two rounds."""
+        from ledger.errors import InputError
+        from ledger.legacy import import_legacy
+
+        try:
+            view = service.view(self.run_id)
+        except InputError:
+            try:
+                import_legacy(service.store, self.path, workspace=Path.cwd())
+            except InputError as exc:
+                raise OptimizationError(
+                    f"run {self.run_id!r} of {self.path} is not in the ledger "
+                    f"{service.store.shown_url}, and the folder does not import: {exc.message}"
+                ) from None
+            view = service.view(self.run_id)
+        state = self.folder.state
+        if (
+            state.get("next_round") != view.run.rounds_recorded + 1
+            or state.get("current_best_sha256") != view.run.best_kernel_sha256
+        ):
+            raise OptimizationError(
+                f"the run folder {self.path} and the ledger disagree about run "
+                f"{self.run_id!r}: the folder expects round {state.get('next_round')} on "
+                f"kernel {state.get('current_best_sha256')}, the ledger round "
+                f"{view.run.rounds_recorded + 1} on kernel {view.run.best_kernel_sha256}"
+            )
+        return view
+
+
+@contextlib.contextmanager
+def _started_on_coverage(output_dir: Path) -> Iterator[None]:
+    """The controller makes the run folder (and round-artifacts/ in it) once the starting
+    manifest is read as passed correctness evidence, before it checks what that evidence
+    covers: a plan refused for coverage leaves the folder so, here as there."""
+    from ledger.errors import CoverageError
+    from ledger.runfolder import ROUND_ARTIFACTS
+
+    try:
+        yield
+    except CoverageError as exc:
+        if exc.status == "passed":
+            (output_dir / ROUND_ARTIFACTS).mkdir(parents=True, exist_ok=True)
+        raise
+
+
+# --- the three steps ---------------------------------------------------------------------
+
+
+def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) -> dict[str, Any]:
+    """Validate a configuration, lock the run in the ledger and start its folder."""
+    from ledger import runfolder
+    from ledger.events import RunPlanned, ValidationLinked
+
+    output_dir, config_path = Path(output_dir), Path(config_path)
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
+        raise OptimizationError(
+            f"the output folder {output_dir} is not empty: plan starts a run in a new folder"
+        )
+    at = created_at or utc_now()
+    manifest: dict[str, Any] = {}
+
+    def starts_manifest(events: Sequence[Any]) -> None:
+        nonlocal manifest
+        planned = next(e for e in events if isinstance(e, RunPlanned))
+        validation = next(e for e in events if isinstance(e, ValidationLinked))
+        manifest = runfolder.start_manifest(planned, validation, at)
+
+    with _ledger(output_dir, at) as service, _started_on_coverage(output_dir):
+        result = service.plan(
+            config_path, base_dir=Path.cwd(), statistics=MEDIANS_ONLY, check=starts_manifest
+        )
+    found = runfolder.planned_folder(result.events)
+    (output_dir / runfolder.ROUND_ARTIFACTS).mkdir(parents=True, exist_ok=True)
+    _write_json(output_dir / runfolder.CONFIG, found.config)
+    _write_json(output_dir / runfolder.STATE, found.state)
+    _write_json(output_dir / runfolder.ROUNDS, runfolder.rounds_document(found))
+    _write_json(output_dir / runfolder.MANIFEST, manifest)
+    return {
+        "status": "planned",
+        "run_id": result.run_id,
+        "kernel_sha256": result.kernel_sha256,
+        "case_count": result.case_count,
+    }
+
+
+def record(
+    output_dir: Path, *, result_path: Path, recorded_at: str | None = None
+) -> dict[str, Any]:
+    """Record one round in the ledger (reopening a concluded run) and in the folder."""
+    from ledger import runfolder
+
+    output_dir = Path(output_dir)
+    run = _RunFolder(output_dir)
+    manifest = _read_manifest(output_dir)
+    at = recorded_at or utc_now()
+    with _ledger(output_dir, at) as service:
+        run.check_ledger(service)
+        result = service.record(
+            run.run_id, Path(result_path), base_dir=Path.cwd(), reopen=REOPEN_REASON
+        )
+    found = runfolder.with_round(run.folder, at, result.events)
+    _write_json(output_dir / runfolder.ROUNDS, runfolder.rounds_document(found))
+    _write_json(output_dir / runfolder.STATE, found.state)
+    if manifest["status"] == "planned":
+        _write_json(output_dir / runfolder.MANIFEST, runfolder.move(manifest, "running", at))
+    return {
+        "status": "recorded",
+        "round": result.round,
+        "decision": result.decision,
+        "target_met": result.target_met,
+        "needs_diagnosis": result.needs_diagnosis,
+        "remaining_rounds": result.remaining_rounds,
+    }
+
+
+def analyze(output_dir: Path, *, updated_at: str | None = None) -> dict[str, Any]:
+    """Conclude the run in the ledger and write analysis.json, report.md and the manifest's
+    terminal status. As with the controller, analysis.json and report.md are written before
+    the manifest is read, so a folder whose manifest cannot conclude again (a second
+    analyze) still gets them, and the step fails; the ledger then stays as it was."""
+    from ledger import runfolder
+
+    output_dir = Path(output_dir)
+    run = _RunFolder(output_dir)
+    at = updated_at or utc_now()
+    with _ledger(output_dir, at) as service:
+        view = run.check_ledger(service)
+        view = service.conclusion_preview(service.full_view(run.run_id))
+        analysis = runfolder.analysis_document(run.folder, view.run)
+        _write_json(output_dir / runfolder.ANALYSIS, analysis)
+        _write(output_dir / runfolder.REPORT, runfolder.report_text(analysis))
+        manifest = _read_manifest(output_dir)
+        manifest = runfolder.concluded_manifest(manifest, str(view.run.conclusion), at)
+        service.conclude(run.run_id)
+    _write_json(output_dir / runfolder.MANIFEST, manifest)
+    return {
+        "status": view.run.conclusion,
+        "target_met": view.run.target_met,
+        "best_kernel_sha256": view.run.best_kernel_sha256,
+        "analysis": str((output_dir / runfolder.ANALYSIS).resolve()),
+    }
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="triton-optimization",
+        description="Plan, record, and analyze single-kernel optimization rounds in the ledger.",
+    )
+    steps = parser.add_subparsers(dest="action", required=True)
+    step = steps.add_parser("plan", help="validate a configuration and start a run folder")
+    step.add_argument("--output-dir", required=True, type=Path)
+    step.add_argument("--config", required=True, type=Path)
+    step = steps.add_parser("record", help="record one round result")
+    step.add_argument("--output-dir", required=True, type=Path)
+    step.add_argument("--result", required=True, type=Path)
+    step = steps.add_parser("analyze", help="conclude the run and write its analysis")
+    step.add_argument("--output-dir", required=True, type=Path)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one step; print its JSON object. Exit 0, or 1 when the step was refused (3: another
+    writer won the race; 4: the ledger cannot be opened)."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.action == "plan":
+            payload = plan(args.output_dir, config_path=args.config)
+        elif args.action == "record":
+            payload = record(args.output_dir, result_path=args.result)
+        else:
+            payload = analyze(args.output_dir)
+    except (OptimizationError, RunManifestError) as exc:
+        return _failed(str(exc), exc.exit_code)
+    except OSError as exc:
+        return _failed(f"cannot write the run folder {args.output_dir}: {exc}", 1)
+    except Exception as exc:  # a bug or a folder file of the wrong shape: never a traceback
+        return _failed(f"internal error ({type(exc).__name__}: {exc})", EXIT_INTERNAL)
+    print(json.dumps(payload, ensure_ascii=False))
+    return 0
+
+
+def _failed(message: str, exit_code: int) -> int:
+    print(json.dumps({"status": "failed", "error": message}, ensure_ascii=False))
+    return exit_code
+
+
+def run() -> None:
+    """The console script `triton-optimization`."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

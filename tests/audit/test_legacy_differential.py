@@ -1,0 +1,110 @@
+"""Differential: the JSON-file controller itself against kernel-ledger, on generated
+campaigns laid out as an agent's workspace (relative paths, run from the workspace root).
+
+For each scenario the controller plans, records and analyzes (sometimes recording after
+analyze); then (a) `import --legacy` of its folder must give its decisions, best kernel and
+final status, and (b) kernel-ledger's own plan/record/analyze on the same files, from the
+same workspace, must decide every round as the controller did. Skips only where the
+reference controller (../shared/reference/vllm-ascend-workspace) is absent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import legacy_kit as kit
+import pytest
+
+from ledger.legacy import import_legacy
+from ledger.service import LedgerService
+from ledger.store.eventstore import Store
+
+pytestmark = pytest.mark.skipif(
+    not kit.reference_available(), reason=f"no reference controller at {kit.REFERENCE}"
+)
+SEEDS = range(16)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> tuple[kit.Workspace, list[kit.Scenario]]:
+    ws = kit.Workspace.create(tmp_path_factory.mktemp("controller-ws"))
+    scenarios = [kit.random_scenario(seed) for seed in SEEDS]
+    for scenario in scenarios:
+        kit.run_scenario(ws, scenario)
+    return ws, scenarios
+
+
+def _load(folder: Path, name: str) -> dict:
+    return json.loads((folder / name).read_text())
+
+
+def test_the_scenarios_cover_every_shape(workspace):
+    ws, scenarios = workspace
+    decisions = set()
+    reopened = analyzed = absent = 0
+    for sc in scenarios:
+        folder = ws.root / sc.folder
+        rounds = _load(folder, "rounds.json")["rounds"]
+        decisions |= {r["decision"] for r in rounds}
+        if (folder / "analysis.json").exists():
+            analyzed += 1
+            reopened += _load(folder, "analysis.json")["round_count"] < len(rounds)
+        absent += any(r.absent for r in sc.rounds) or bool(sc.baseline_absent)
+    assert decisions == {"KEEP", "DISCARD", "NOISE", "FAIL"}
+    assert reopened and analyzed < len(scenarios) and absent
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_import_agrees_with_the_controller(workspace, sqlite_url, seed):
+    ws, scenarios = workspace
+    sc = scenarios[seed]
+    folder = ws.root / sc.folder
+    store = Store(sqlite_url, create=True)
+    try:
+        result = import_legacy(store, folder, workspace=ws.root)
+    finally:
+        store.close()
+    rounds = _load(folder, "rounds.json")["rounds"]
+    state = _load(folder, "state.json")
+    manifest = _load(folder, "manifest.json")
+    assert result.decisions == [r["decision"] for r in rounds]
+    assert result.best_kernel_sha256 == state["current_best_sha256"]
+    terminal = manifest["status"] in ("passed", "failed", "inconclusive")
+    assert result.conclusion == (manifest["status"] if terminal else None)
+    assert result.concluded == (terminal and not result.reopened_rounds)
+    if (folder / "analysis.json").exists() and not result.reopened_rounds:
+        analysis = _load(folder, "analysis.json")
+        assert analysis["status"] == result.conclusion
+        assert analysis["best_kernel"]["sha256"] == result.best_kernel_sha256
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_plan_and_record_from_the_workspace_agree_with_the_controller(
+    workspace, sqlite_url, seed, monkeypatch
+):
+    ws, scenarios = workspace
+    sc = scenarios[seed]
+    monkeypatch.chdir(ws.root)  # as agents run it: from the workspace root, relative paths
+    steps = [c for c in ws.log if c["command"][5] == sc.folder]
+    store = Store(sqlite_url, create=True)
+    service = LedgerService(store)
+    try:
+        for step in steps:
+            action, out = step["command"][3], step["stdout"]
+            if action == "plan":
+                planned = service.plan(Path(step["command"][7]))
+                assert planned.kernel_sha256 == out["kernel_sha256"]
+            elif action == "record":
+                if service.view(sc.run_id).concluded:
+                    break  # kernel-ledger's own record refuses a concluded run
+                recorded = service.record(sc.run_id, Path(step["command"][7]))
+                assert (recorded.round, recorded.decision) == (out["round"], out["decision"])
+                assert recorded.target_met == out["target_met"]
+                assert recorded.needs_diagnosis == out["needs_diagnosis"]
+                assert recorded.remaining_rounds == out["remaining_rounds"]
+            elif step["exit"] == 0:
+                view = service.conclude(sc.run_id)
+                assert view.run.conclusion == out["status"]
+                assert view.run.best_kernel_sha256 == out["best_kernel_sha256"]
+    finally:
+        store.close()

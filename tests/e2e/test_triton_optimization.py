@@ -1,0 +1,337 @@
+"""triton-optimization, the drop-in for the JSON-file controller, side by side with the
+controller itself: two workspaces laid out as the agents' (inputs under runs/, run folders
+under .vaws-local/), one with the skill's controller, one with the three-line wrapper in its
+place; the same commands from each workspace root; after every step the same exit code,
+the same stdout JSON (or, for a rejection, both failed and naming the same condition) and
+the same files in the run folder, timestamps and the workspace's own path aside.
+
+Needs the controller (../shared/reference/vllm-ascend-workspace); skips without it. The
+drop-in's own behaviour without the controller is tested in test_triton_optimization_ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller_kit import REPO, RUNS, SCRIPT, SKILL, WRAPPER, Inputs, Workspace, reference
+
+SOURCE = reference()
+pytestmark = pytest.mark.skipif(SOURCE is None, reason="the reference controller is absent")
+
+OBJECTIVE = {
+    "target_relative_improvement": 0.1,
+    "min_relative_improvement": 0.01,
+    "noise_floor": 0.005,
+    "max_case_regression": 0.02,
+}
+CASES = [{"id": "fp16-128x257", "weight": 1.0}, {"id": "fp32-64x1024", "weight": 2}]
+IDS = [c["id"] for c in CASES]
+
+
+def rows(*medians: float) -> list[dict]:
+    return [
+        {"case_id": c, "median_us": m, "repeats": 50, "warmup": 5}
+        for c, m in zip(IDS, medians, strict=True)
+    ]
+
+
+class Pair:
+    """The controller's workspace and the drop-in's, driven step by step."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        run_id: str = "softmax-optimization-001",
+        *,
+        in_process: bool = True,
+        switched: bool = True,
+    ) -> None:
+        assert SOURCE is not None
+        self.controller = Workspace.make(tmp_path / "controller", SOURCE, dropin=False)
+        self.dropin = Workspace.make(tmp_path / "dropin", SOURCE, dropin=switched)
+        self.dropin.in_process = in_process and switched
+        self.inputs = Inputs([self.controller.root, self.dropin.root], run_id)
+        self.folder = RUNS / run_id
+
+    def step(self, *args: str, fails: tuple[str, ...] | None = None) -> dict:
+        """Run one command in both workspaces and compare; `fails` are words the rejection
+        must name in both (a regex each, any case)."""
+        a, b = self.controller.run(*args), self.dropin.run(*args)
+        assert (a.exit_code, b.exit_code) == ((1, 1) if fails is not None else (0, 0)), (a, b)
+        if fails is None:
+            shown_a = self.controller.normalize(json.dumps(a.output, sort_keys=True))
+            shown_b = self.dropin.normalize(json.dumps(b.output, sort_keys=True))
+            assert shown_a == shown_b
+        else:
+            assert a.output["status"] == b.output["status"] == "failed"
+            assert set(a.output) == set(b.output) == {"status", "error"}
+            for word in fails:
+                for side in (a, b):
+                    assert re.search(word, side.output["error"], re.IGNORECASE), (word, a, b)
+        assert self.controller.folder_files(self.folder) == self.dropin.folder_files(self.folder)
+        return b.output
+
+    def plan(self, config: Path, **kwargs) -> dict:
+        return self.step(
+            "plan", "--output-dir", str(self.folder), "--config", str(config), **kwargs
+        )
+
+    def record(self, result: Path, **kwargs) -> dict:
+        return self.step(
+            "record", "--output-dir", str(self.folder), "--result", str(result), **kwargs
+        )
+
+    def analyze(self, **kwargs) -> dict:
+        return self.step("analyze", "--output-dir", str(self.folder), **kwargs)
+
+    def switch(self) -> None:
+        """The second workspace replaces its controller with the wrapper, mid-campaign."""
+        (self.dropin.root / SCRIPT).write_text(WRAPPER, encoding="utf-8")
+        self.dropin.dropin = self.dropin.in_process = True
+
+    def remove_folder(self) -> None:
+        for side in (self.controller, self.dropin):
+            shutil.rmtree(side.root / self.folder)
+
+    def ledger(self, *args: str) -> subprocess.CompletedProcess:
+        """kernel-ledger on the drop-in's ledger, beside the run folders."""
+        db = f"sqlite:///{self.dropin.root / RUNS / 'ledger.sqlite3'}"
+        return subprocess.run(
+            [sys.executable, "-m", "cli", "--db", db, *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+
+def start(pair: Pair, *, max_rounds: int = 5, failures: int = 3, **extra) -> dict:
+    """Kernel v0 planned with its passed validation; returns the kernels written."""
+    i = pair.inputs
+    kernels = {name: i.kernel(name) for name in ("v0", "v1", "v2", "v3", "v4")}
+    manifest = i.manifest("v0", kernels["v0"], IDS, parent="triton-softmax-001")
+    config = i.config(
+        kernels["v0"],
+        manifest,
+        parent_run_id="triton-softmax-001",
+        op_name="softmax",
+        target={"soc": "Ascend910B2", "cann": "8.0.RC3"},
+        cases=CASES,
+        baseline=[
+            {"case_id": IDS[0], "median_us": 18.0, "repeats": 50},
+            {"case_id": IDS[1], "median_us": 40.5, "repeats": 50, "source": "raw/none.json"},
+        ],
+        objective=OBJECTIVE,
+        max_rounds=max_rounds,
+        max_consecutive_failures=failures,
+        **extra,
+    )
+    out = pair.plan(config)
+    assert out["status"] == "planned" and out["case_count"] == 2
+    return kernels
+
+
+def validated(pair: Pair, name: str, kernel: Path, **kwargs) -> Path:
+    return pair.inputs.manifest(name, kernel, IDS, **kwargs)
+
+
+def test_rounds_then_analyze_agree_step_by_step(tmp_path: Path) -> None:
+    """Both scripts as separate processes, exactly as an agent runs them."""
+    pair = Pair(tmp_path, in_process=False)
+    k = start(pair)
+    i = pair.inputs
+    # DISCARD: faster on the weighted mean, one case regresses past the limit
+    r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), rows(19.0, 36.0))
+    assert pair.record(r1)["decision"] == "DISCARD"
+    # NOISE: within the noise floor; profiler signals kept as given
+    r2 = i.round(
+        2,
+        k["v0"],
+        k["v2"],
+        validated(pair, "r2", k["v2"]),
+        rows(18.0, 40.4),
+        profiler_signals={"aiv_scalar_ratio": 0.12, "aiv_vec_ratio": 0.5},
+    )
+    assert pair.record(r2)["decision"] == "NOISE"
+    # FAIL: the candidate's validation failed; it carries no measurements
+    r3 = i.round(3, k["v0"], k["v3"], validated(pair, "r3", k["v3"], status="failed"), None)
+    assert pair.record(r3)["decision"] == "FAIL"
+    # KEEP, meeting the target
+    r4 = i.round(4, k["v0"], k["v4"], validated(pair, "r4", k["v4"]), rows(15.0, 35.0))
+    out = pair.record(r4)
+    assert out["decision"] == "KEEP" and out["target_met"] and out["remaining_rounds"] == 1
+    assert pair.analyze()["status"] == "passed"
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_rejections_agree(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    i = pair.inputs
+    # nothing planned yet: a record or analyze finds no run folder files
+    missing = Path("runs/none.json")
+    pair.record(missing, fails=(r"optimization config", r"optimization-config\.json"))
+    pair.analyze(fails=(r"optimization config",))
+    k = start(pair, max_rounds=3, failures=3)
+    # a second plan into the same folder
+    pair.plan(i.dir / "optimization-config.json", fails=(r"not empty",))
+    keep = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), rows(16.0, 36.0))
+    assert pair.record(keep)["decision"] == "KEEP"
+    # stale parent: round 2 still names the starting kernel
+    stale = i.round(
+        2, k["v0"], k["v2"], validated(pair, "r2", k["v2"]), rows(15.0, 35.0), name="stale"
+    )
+    pair.record(stale, fails=(r"parent_kernel_sha256", r"current best"))
+    # out of order
+    skipped = i.round(
+        3, k["v1"], k["v2"], validated(pair, "r2", k["v2"]), rows(15.0, 35.0), name="skip"
+    )
+    pair.record(skipped, fails=(r"round",))
+    # the result file, the candidate, the verification manifest are missing
+    pair.record(i.dir / "rounds" / "absent.json", fails=(r"round result", r"absent\.json"))
+    gone = i.round(
+        2, k["v1"], i.dir / "kernels" / "gone.py", validated(pair, "r2", k["v2"]), None, name="g"
+    )
+    pair.record(gone, fails=(r"candidate", r"gone\.py"))
+    no_manifest = i.round(2, k["v1"], k["v2"], i.dir / "nowhere.json", None, name="nm")
+    pair.record(no_manifest, fails=(r"manifest", r"nowhere\.json"))
+    # bad validation manifests: wrong run type, foreign parent, another kernel, other cases
+    for name, kwargs, words in (
+        ("debug", {"run_type": "debug"}, (r"correctness",)),
+        ("foreign", {"parent": "someone-else"}, (r"parent_run_id",)),
+        ("other-kernel", {"kernel_sha": "0" * 64}, (r"kernel",)),
+    ):
+        manifest = validated(pair, name, k["v2"], **kwargs)
+        bad = i.round(2, k["v1"], k["v2"], manifest, rows(15.0, 35.0), name=name)
+        pair.record(bad, fails=words)
+    fewer = i.manifest("fewer", k["v2"], IDS[:1])
+    bad = i.round(2, k["v1"], k["v2"], fewer, rows(15.0, 35.0), name="fewer")
+    pair.record(bad, fails=(r"case",))
+    # measurements: a planned case missing, an unplanned case
+    partial = i.round(2, k["v1"], k["v2"], validated(pair, "r2", k["v2"]), rows(15.0, 35.0)[:1])
+    pair.record(partial, fails=(r"measurements", IDS[1]))
+    extra = [*rows(15.0, 35.0), {"case_id": "bf16", "median_us": 1.0, "repeats": 5}]
+    unplanned = i.round(
+        2, k["v1"], k["v2"], validated(pair, "r2", k["v2"]), extra, name="unplanned"
+    )
+    pair.record(unplanned, fails=(r"measurements\[2\]", r"planned"))
+    # the rounds that fit: two more, then the budget is spent
+    for n in (2, 3):
+        ok = i.round(n, k["v1"], k[f"v{n}"], validated(pair, f"ok{n}", k[f"v{n}"]), rows(16, 36))
+        assert pair.record(ok)["decision"] == "NOISE"
+    over = i.round(4, k["v1"], k["v4"], validated(pair, "r4", k["v4"]), rows(15.0, 30.0))
+    pair.record(over, fails=(r"round budget exhausted",))
+    assert pair.analyze()["status"] == "passed"
+
+
+def test_plan_rejections_agree(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    i = pair.inputs
+    v0 = i.kernel("v0")
+    good = validated(pair, "v0", v0, parent="p")
+    base = {
+        "parent_run_id": "p",
+        "op_name": "softmax",
+        "target": {"soc": "Ascend910B2"},
+        "cases": CASES,
+        "baseline": rows(18.0, 40.0),
+        "objective": OBJECTIVE,
+        "max_rounds": 3,
+        "max_consecutive_failures": 2,
+    }
+    pair.plan(i.dir / "absent.json", fails=(r"config", r"absent\.json"))
+    pair.plan(i.config(i.dir / "kernels/none.py", good, **base), fails=(r"kernel", r"none\.py"))
+    pair.plan(i.config(v0, i.dir / "none.json", **base), fails=(r"none\.json",))
+    failed = validated(pair, "failed", v0, parent="p", status="failed")
+    pair.plan(i.config(v0, failed, **base), fails=(r"pass",))
+    other = validated(pair, "other", v0, parent="p", kernel_sha="1" * 64)
+    pair.plan(i.config(v0, other, **base), fails=(r"kernel",))
+    pair.plan(i.config(v0, other, **base), fails=(r"not empty",))  # round-artifacts/ was left
+    pair.remove_folder()
+    short = {**base, "baseline": rows(18.0, 40.0)[:1]}
+    pair.plan(i.config(v0, good, **short), fails=(r"baseline", IDS[1]))
+    pair.plan(i.config(v0, good, **{**base, "max_rounds": 0}), fails=(r"max_rounds",))
+    pair.plan(i.config(v0, good, **{**base, "cases": []}), fails=(r"cases",))
+    out = pair.plan(i.config(v0, good, **base))
+    assert out["kernel_sha256"] == i.sha(v0)
+
+
+def test_record_after_analyze_agrees_and_reopens_the_run(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    k = start(pair, max_rounds=4, failures=2)
+    i = pair.inputs
+    r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), rows(18.0, 40.5))
+    assert pair.record(r1)["decision"] == "NOISE"
+    assert pair.analyze()["status"] == "inconclusive"
+    # the controller takes another round after analyze; so does the drop-in
+    r2 = i.round(2, k["v0"], k["v2"], validated(pair, "r2", k["v2"]), rows(14.0, 30.0))
+    out = pair.record(r2)
+    assert out["decision"] == "KEEP" and out["target_met"]
+    # analyze again: analysis.json and report.md are rewritten, the manifest refuses
+    pair.analyze(fails=(r"analysis",))
+    history = json.loads(pair.ledger("history", "--json").stdout)
+    assert [(r["round"], r["flags"]) for r in history["rounds"]] == [(1, None), (2, "reopened")]
+    status = json.loads(pair.ledger("status", "--run", "softmax-optimization-001", "--json").stdout)
+    assert status["run"]["status"] == "active" and status["run"]["conclusion"] is None
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert json.loads(verified.stdout)["events_checked"] > 0
+
+
+def test_diagnosis_and_failed_conclusion_agree(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    k = start(pair, max_rounds=5, failures=2)
+    i = pair.inputs
+    for n in (1, 2):
+        failed = validated(pair, f"r{n}", k[f"v{n}"], status="failed")
+        out = pair.record(i.round(n, k["v0"], k[f"v{n}"], failed, None))
+        assert out["decision"] == "FAIL"
+    assert out["needs_diagnosis"] is True
+    assert pair.analyze()["status"] == "failed"
+
+
+@pytest.mark.parametrize("after_analyze", [False, True])
+def test_a_workspace_switches_controllers_between_two_rounds(tmp_path, after_analyze) -> None:
+    """Rounds begun with the controller go on with the drop-in: the folder is imported into
+    the ledger on the first step, and every later step agrees with the controller's."""
+    pair = Pair(tmp_path, switched=False)
+    k = start(pair, max_rounds=4)
+    i = pair.inputs
+    r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), rows(16.5, 38.0))
+    assert pair.record(r1)["decision"] == "KEEP"
+    if after_analyze:
+        assert pair.analyze()["status"] == "inconclusive"
+    pair.switch()
+    r2 = i.round(2, k["v1"], k["v2"], validated(pair, "r2", k["v2"]), rows(14.0, 33.0))
+    assert pair.record(r2)["decision"] == "KEEP"
+    if after_analyze:
+        pair.analyze(fails=(r"analysis",))
+    else:
+        assert pair.analyze()["status"] == "passed"
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_the_controllers_own_tests_pass_against_the_drop_in(tmp_path: Path) -> None:
+    """The skill's test file, unchanged, in a workspace whose script is the wrapper."""
+    assert SOURCE is not None
+    workspace = Workspace.make(tmp_path / "ws", SOURCE, dropin=True)
+    assert (workspace.root / SKILL / "scripts/triton_optimization.py").read_text() == WRAPPER
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(SKILL / "tests")],
+        cwd=workspace.root,
+        env={**workspace.env, "PYTEST_ADDOPTS": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"\b2 passed\b", done.stdout), done.stdout
+    shutil.rmtree(workspace.root)
