@@ -49,10 +49,6 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
-MEDIANS_ONLY = {"min_samples": 2**53 - 1}
-"""The statistics settings of a run planned here: no case ever has this many raw samples, so
-every decision is the contract's on the medians, exactly as the controller decides."""
-
 REOPEN_REASON = "a round recorded after analyze, as the JSON-file controller accepts"
 
 LEDGER_FILE = "ledger.sqlite3"
@@ -235,6 +231,7 @@ def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) 
     """Validate a configuration, lock the run in the ledger and start its folder."""
     from ledger import runfolder
     from ledger.events import RunPlanned, ValidationLinked
+    from ledger.stats import MEDIANS_ONLY  # decided as the controller decides
 
     output_dir, config_path = Path(output_dir), Path(config_path)
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
@@ -324,20 +325,20 @@ _FAMILY_CLASS = {
 }
 # ArithmeticUtilization gives the cube and vector pipes per dtype; their sum stands in for
 # a missing aic_cube_ratio / aiv_vec_ratio.
-_ARITHMETIC = {("aic", "cube"): "aic_mac_", ("aiv", "vec"): "aiv_vec_"}
+_DTYPES = r"(?:fp8|fp16|bf16|hf32|fp32|fp64|int4|int8|int16|int32|int64|uint8|misc)"
+_ARITHMETIC = {
+    ("aic", "cube"): re.compile(rf"^aic_(?:mac|cube)_{_DTYPES}_ratio$"),
+    ("aiv", "vec"): re.compile(rf"^aiv_(?:vec_)?{_DTYPES}_ratio$"),
+}
 
 
 def _stage_share(s: Mapping[str, float], side: str, stage: str) -> tuple[float, str] | None:
     ratio = f"{side}_{stage}_ratio"
     if ratio in s:
         return s[ratio], f"{ratio} {_fmt(s[ratio])}"
-    prefix = _ARITHMETIC.get((side, stage))
-    if prefix:
-        parts = {
-            k: v
-            for k, v in s.items()
-            if k.startswith(prefix) and k.endswith("_ratio") and k != ratio
-        }
+    pattern = _ARITHMETIC.get((side, stage))
+    if pattern:
+        parts = {k: v for k, v in s.items() if pattern.match(k)}
         if parts:
             total = math.fsum(parts.values())
             return total, " + ".join(f"{k} {_fmt(v)}" for k, v in sorted(parts.items()))
@@ -570,10 +571,18 @@ def _gpu_pipes(s: Mapping[str, float], target: TargetCaps, t: Thresholds, fired:
         return
     mem_share, mem_text = memory if memory else (0.0, "no memory throughput")
     cmp_share, cmp_text = compute if compute else (0.0, "no SM throughput")
-    compute_class = Bottleneck.VECTOR_COMPUTE
-    if tensor is not None and tensor[0] >= t.sm_throughput:
+    compute_class, detail = Bottleneck.VECTOR_COMPUTE, ""
+    issue = s.get("issue_slots_busy")
+    if tensor is not None:
+        detail = f"; {tensor[1]}"
+        if tensor[0] >= t.sm_throughput:
+            compute_class = Bottleneck.CUBE_COMPUTE
+    elif issue is not None and issue < 0.5 * cmp_share:
+        # the SM is busy in one heavy pipe while few instructions issue: the matrix unit
         compute_class = Bottleneck.CUBE_COMPUTE
-        cmp_text += f", {tensor[1]}"
+        detail = f"; issue_slots_busy {_fmt(issue)} < half of it: one heavy pipe is busy"
+    else:
+        detail = "; no tensor-pipe metric in the profile"
     mem_hot = memory is not None and mem_share >= t.dram_throughput
     cmp_hot = compute is not None and cmp_share >= t.sm_throughput
     if not mem_hot and not cmp_hot:
@@ -589,7 +598,7 @@ def _gpu_pipes(s: Mapping[str, float], target: TargetCaps, t: Thresholds, fired:
             )
         return
     mem = (Bottleneck.MEMORY_TRANSFER, [f"{mem_text} ≥ {_fmt(t.dram_throughput)}"])
-    cmp = (compute_class, [f"{cmp_text} ≥ {_fmt(t.sm_throughput)}"])
+    cmp = (compute_class, [f"{cmp_text} ≥ {_fmt(t.sm_throughput)}{detail}"])
     if mem_hot and cmp_hot:
         fired.extend([mem, cmp] if mem_share >= cmp_share else [cmp, mem])
     else:

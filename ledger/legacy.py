@@ -301,8 +301,11 @@ def _time(value: Any, where: str) -> str:
 
 
 def _plan(replay: _Replay, doc: JsonFile, config: Any, at: str, base: Path) -> None:
-    """The events `plan` writes, from the same checks."""
-    planned = plan_events(doc, config, base)
+    """The events `plan` writes, from the same checks. The run decides on the medians, as
+    the controller decided it (raw samples in its files are kept, not used to decide)."""
+    from ledger.stats import MEDIANS_ONLY
+
+    planned = plan_events(doc, config, base, statistics=MEDIANS_ONLY)
     for event in planned.events:
         replay.add(event, at)
     replay.blobs.append(planned.kernel.content)

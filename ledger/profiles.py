@@ -862,6 +862,8 @@ _NCU_KNOWN: dict[str, tuple[str, str]] = {
     "mem busy": ("memory_busy", "pct"),
     "max bandwidth": ("memory_max_bandwidth", "pct"),
     "sm busy": ("sm_busy", "pct"),
+    "issue slots busy": ("issue_slots_busy", "pct"),
+    "sm__inst_issued.avg.pct_of_peak_sustained_active": ("issue_slots_busy", "pct"),
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": (
         "tensor_pipe_active",
         "pct",

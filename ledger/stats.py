@@ -114,6 +114,12 @@ def _check_seed(seed: int) -> int:
 # ------------------------------------------------------------------------ config
 
 
+MEDIANS_ONLY: dict[str, Any] = {"min_samples": 2**53 - 1}
+"""`statistics` settings under which no case ever has enough raw samples, so every decision
+is the contract's on the medians: how the JSON-file controller decides (it never reads
+samples), for runs imported from its folders."""
+
+
 @dataclass(frozen=True, slots=True)
 class StatisticsConfig:
     """The ``statistics`` settings of a run configuration (SPEC 4.2)."""

@@ -160,7 +160,8 @@ class Inputs:
         return relative
 
     def kernel(self, name: str) -> Path:
-        return self.each(self.dir / "kernels" / f"{name}.py", lambda _: f"# {name}\nBLOCK = 1\n")
+        text = f"# {self.run_id}: {name}\nBLOCK = 1\n"
+        return self.each(self.dir / "kernels" / f"{name}.py", lambda _: text)
 
     def sha(self, kernel: Path) -> str:
         return sha256(self.roots[0] / kernel)
@@ -235,13 +236,14 @@ class Inputs:
         measurements: list[dict[str, Any]] | None,
         *,
         name: str | None = None,
+        parent_sha: str | None = None,
         **extra: Any,
     ) -> Path:
         def doc(root: Path) -> dict[str, Any]:
             value = {
                 "schema_version": 1,
                 "round": number,
-                "parent_kernel_sha256": self.sha(parent),
+                "parent_kernel_sha256": parent_sha or self.sha(parent),
                 "candidate": {"path": self._path(root, candidate)},
                 "hypothesis": f"hypothesis of round {number}",
                 "change": f"BLOCK={number - 1} -> {number}",

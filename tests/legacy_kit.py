@@ -140,11 +140,13 @@ class Workspace:
 @dataclass
 class Round:
     """One round of a scenario: medians per case (None: the validation failed), the cases
-    whose `source` names a raw file (written unless listed in `absent`)."""
+    whose `source` names a raw file (written unless listed in `absent`), and whether its
+    rows carry widely spread raw `samples_us` (the controller ignores them)."""
 
     medians: list[float] | None
     sources: list[int] = field(default_factory=list)
     absent: list[int] = field(default_factory=list)
+    samples: bool = False
 
 
 @dataclass
@@ -159,6 +161,7 @@ class Scenario:
     analyze_after: list[int] = field(default_factory=list)  # analyze after this many rounds
     baseline_sources: list[int] = field(default_factory=list)
     baseline_absent: list[int] = field(default_factory=list)
+    baseline_samples: bool = False
 
     @property
     def run_id(self) -> str:
@@ -169,12 +172,20 @@ class Scenario:
         return f"optimization/{self.name}"
 
 
-def _row(ws: Workspace, case: str, median: float, raw: str | None, absent: bool) -> dict:
+SPREAD = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 1.9)  # median: the middle
+
+
+def _row(
+    ws: Workspace, case: str, median: float, raw: str | None, absent: bool, spread: bool
+) -> dict:
     row: dict[str, Any] = {"case_id": case, "median_us": median, "repeats": 50}
+    factors = SPREAD if spread else (0.99, 1.0, 1.01)
+    samples = [median if f == 1.0 else round(median * f, 4) for f in factors]
+    if spread:
+        row["samples_us"] = samples
     if raw is not None:
         row["source"] = raw
         if not absent:
-            samples = [round(median * f, 4) for f in (0.99, 1.0, 1.01)]
             write_json(ws.root / raw, {"unit": "us", "samples": samples})
     return row
 
@@ -207,6 +218,7 @@ def run_scenario(ws: Workspace, sc: Scenario) -> list[dict[str, Any]]:
                 m,
                 f"raw/{sc.name}/baseline-{c}.json" if i in sc.baseline_sources else None,
                 i in sc.baseline_absent,
+                sc.baseline_samples,
             )
             for i, (c, m) in enumerate(zip(ids, sc.baseline, strict=True))
         ],
@@ -250,6 +262,7 @@ def run_scenario(ws: Workspace, sc: Scenario) -> list[dict[str, Any]]:
                     m,
                     f"raw/{sc.name}/r{n}-{c}.json" if i in rnd.sources else None,
                     i in rnd.absent,
+                    rnd.samples,
                 )
                 for i, (c, m) in enumerate(zip(ids, rnd.medians or [], strict=False))
             ],
@@ -288,7 +301,7 @@ def random_scenario(seed: int) -> Scenario:
         medians = [round(b * (1 + shift + rng.uniform(-spread, spread)), 4) for b in best]
         sources = [i for i in range(count) if rng.random() < 0.3]
         absent = [i for i in sources if rng.random() < 0.5]
-        rounds.append(Round(medians, sources, absent))
+        rounds.append(Round(medians, sources, absent, samples=rng.random() < 0.3))
         best = medians if rng.random() < 0.5 else best  # the controller decides; drift a bit
     analyze_after = []
     if rng.random() < 0.6:
@@ -309,4 +322,5 @@ def random_scenario(seed: int) -> Scenario:
         analyze_after=analyze_after,
         baseline_sources=[i for i in range(count) if rng.random() < 0.3],
         baseline_absent=[i for i in range(count) if rng.random() < 0.2],
+        baseline_samples=rng.random() < 0.4,
     )

@@ -17,6 +17,7 @@ import pytest
 
 from ledger.legacy import import_legacy
 from ledger.service import LedgerService
+from ledger.stats import MEDIANS_ONLY
 from ledger.store.eventstore import Store
 
 pytestmark = pytest.mark.skipif(
@@ -25,10 +26,19 @@ pytestmark = pytest.mark.skipif(
 SEEDS = range(16)
 
 
+SPREAD = kit.Scenario(  # raw samples so spread that the noise-aware rule would not KEEP
+    "spread",
+    [("a", 1.0), ("b", 2.0)],
+    [20.0, 40.0],
+    [kit.Round([18.0, 36.0], samples=True)],
+    baseline_samples=True,
+)
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> tuple[kit.Workspace, list[kit.Scenario]]:
     ws = kit.Workspace.create(tmp_path_factory.mktemp("controller-ws"))
-    scenarios = [kit.random_scenario(seed) for seed in SEEDS]
+    scenarios = [kit.random_scenario(seed) for seed in SEEDS] + [SPREAD]
     for scenario in scenarios:
         kit.run_scenario(ws, scenario)
     return ws, scenarios
@@ -41,7 +51,7 @@ def _load(folder: Path, name: str) -> dict:
 def test_the_scenarios_cover_every_shape(workspace):
     ws, scenarios = workspace
     decisions = set()
-    reopened = analyzed = absent = 0
+    reopened = analyzed = absent = spread = 0
     for sc in scenarios:
         folder = ws.root / sc.folder
         rounds = _load(folder, "rounds.json")["rounds"]
@@ -50,11 +60,12 @@ def test_the_scenarios_cover_every_shape(workspace):
             analyzed += 1
             reopened += _load(folder, "analysis.json")["round_count"] < len(rounds)
         absent += any(r.absent for r in sc.rounds) or bool(sc.baseline_absent)
+        spread += sc.baseline_samples and any(r.samples for r in sc.rounds)
     assert decisions == {"KEEP", "DISCARD", "NOISE", "FAIL"}
-    assert reopened and analyzed < len(scenarios) and absent
+    assert reopened and analyzed < len(scenarios) and absent and spread
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", [*SEEDS, len(SEEDS)])
 def test_import_agrees_with_the_controller(workspace, sqlite_url, seed):
     ws, scenarios = workspace
     sc = scenarios[seed]
@@ -78,7 +89,7 @@ def test_import_agrees_with_the_controller(workspace, sqlite_url, seed):
         assert analysis["best_kernel"]["sha256"] == result.best_kernel_sha256
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", [*SEEDS, len(SEEDS)])
 def test_plan_and_record_from_the_workspace_agree_with_the_controller(
     workspace, sqlite_url, seed, monkeypatch
 ):
@@ -92,7 +103,8 @@ def test_plan_and_record_from_the_workspace_agree_with_the_controller(
         for step in steps:
             action, out = step["command"][3], step["stdout"]
             if action == "plan":
-                planned = service.plan(Path(step["command"][7]))
+                # on the medians, as the controller decides (it never reads raw samples)
+                planned = service.plan(Path(step["command"][7]), statistics=MEDIANS_ONLY)
                 assert planned.kernel_sha256 == out["kernel_sha256"]
             elif action == "record":
                 if service.view(sc.run_id).concluded:

@@ -12,6 +12,7 @@ drop-in's own behaviour without the controller is tested in test_triton_optimiza
 from __future__ import annotations
 
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -59,6 +60,25 @@ class Pair:
         self.dropin.in_process = in_process and switched
         self.inputs = Inputs([self.controller.root, self.dropin.root], run_id)
         self.folder = RUNS / run_id
+
+    def use_run(self, run_id: str) -> Inputs:
+        """Further steps drive another run of the same workspaces (and the same ledger)."""
+        self.inputs = Inputs([self.controller.root, self.dropin.root], run_id)
+        self.folder = RUNS / run_id
+        return self.inputs
+
+    def either(self, *args: str) -> tuple[int, dict]:
+        """Run one command in both workspaces, not knowing whether it should succeed: the
+        same exit code, the same JSON when it succeeds, and the same folder either way."""
+        a, b = self.controller.run(*args), self.dropin.run(*args)
+        assert a.exit_code == b.exit_code, (a, b)
+        if a.exit_code == 0:
+            shown_a = self.controller.normalize(json.dumps(a.output, sort_keys=True))
+            assert shown_a == self.dropin.normalize(json.dumps(b.output, sort_keys=True))
+        else:
+            assert a.output["status"] == b.output["status"] == "failed"
+        assert self.controller.folder_files(self.folder) == self.dropin.folder_files(self.folder)
+        return a.exit_code, a.output
 
     def step(self, *args: str, fails: tuple[str, ...] | None = None) -> dict:
         """Run one command in both workspaces and compare; `fails` are words the rejection
@@ -278,6 +298,10 @@ def test_record_after_analyze_agrees_and_reopens_the_run(tmp_path: Path) -> None
     pair.analyze(fails=(r"analysis",))
     history = json.loads(pair.ledger("history", "--json").stdout)
     assert [(r["round"], r["flags"]) for r in history["rounds"]] == [(1, []), (2, ["reopened"])]
+    shown = json.loads(
+        pair.ledger("show", "--run", "softmax-optimization-001", "--round", "2", "--json").stdout
+    )
+    assert shown["reopened"]["conclusion"] == "inconclusive"
     status = json.loads(pair.ledger("status", "--run", "softmax-optimization-001", "--json").stdout)
     assert status["run"]["status"] == "active" and status["run"]["conclusion"] is None
     verified = pair.ledger("verify", "--json")
@@ -295,6 +319,90 @@ def test_diagnosis_and_failed_conclusion_agree(tmp_path: Path) -> None:
         assert out["decision"] == "FAIL"
     assert out["needs_diagnosis"] is True
     assert pair.analyze()["status"] == "failed"
+
+
+def generated_campaign(pair: Pair, seed: int) -> list[str]:
+    """A campaign drawn from `seed`, driven through both workspaces step by step; the next
+    round is prepared from the controller's own state.json, as an agent prepares it. Returns
+    what each step did."""
+    rng = random.Random(seed)
+    i = pair.use_run(f"gen-{seed:03d}")
+    ids = [f"case-{k}" for k in range(rng.randint(1, 3))]
+    weights = [rng.choice([1, 1.0, 2, 0.5, 3.0]) for _ in ids]
+
+    def median() -> float | int:
+        return rng.choice([round(rng.uniform(5, 60), 2), float(rng.randint(5, 60)), 40])
+
+    v0 = i.kernel("v0")
+    config = i.config(
+        v0,
+        i.manifest("v0", v0, ids),
+        op_name=rng.choice(["softmax", "rmsnorm"]),
+        target={"soc": "Ascend910B2"},
+        cases=[{"id": c, "weight": w} for c, w in zip(ids, weights, strict=True)],
+        baseline=[{"case_id": c, "median_us": median(), "repeats": 20} for c in ids],
+        objective={
+            "target_relative_improvement": rng.choice([0.05, 0.1, 0.2]),
+            "min_relative_improvement": rng.choice([0.01, 0.02]),
+            "noise_floor": 0.005,
+            "max_case_regression": rng.choice([0.0, 0.02, 0.05]),
+        },
+        max_rounds=rng.randint(2, 5),
+        max_consecutive_failures=rng.randint(1, 3),
+    )
+    folder = str(pair.folder)
+    assert pair.either("plan", "--output-dir", folder, "--config", str(config))[0] == 0
+    done = ["plan"]
+    for attempt in range(1, 9):
+        state = json.loads((pair.controller.root / pair.folder / "state.json").read_text())
+        number, parent = state["next_round"], state["current_best_sha256"]
+        roll = rng.random()
+        if roll < 0.1:
+            number += rng.choice([-1, 1, 2])
+        elif roll < 0.2:
+            parent = i.sha(v0) if parent != i.sha(v0) else "f" * 64
+        candidate = i.kernel(f"k{attempt}")
+        passed = rng.random() > 0.15
+        manifest = i.manifest(
+            f"k{attempt}", candidate, ids, status="passed" if passed else "failed"
+        )
+        best = state["current_best_measurements"]
+        spread = rng.choice([(0.85, 1.06), (0.85, 1.06), (0.998, 1.002)])  # or a NOISE round
+        measured = [
+            {
+                "case_id": c,
+                "median_us": round(best[c]["median_us"] * rng.uniform(*spread), 3),
+                "repeats": 20,
+            }
+            for c in ids
+        ]
+        result = i.round(
+            max(number, 1), v0, candidate, manifest, measured if passed else None,
+            name=f"attempt-{attempt}", parent_sha=parent,
+        )  # fmt: skip
+        code, out = pair.either("record", "--output-dir", folder, "--result", str(result))
+        done.append(out["decision"] if code == 0 else "refused")
+        if rng.random() < 0.15:
+            code, out = pair.either("analyze", "--output-dir", folder)
+            done.append(out["status"] if code == 0 else "analyze refused")
+    code, out = pair.either("analyze", "--output-dir", folder)
+    done.append(out["status"] if code == 0 else "analyze refused")
+    return done
+
+
+def test_generated_campaigns_agree_step_by_step(tmp_path: Path) -> None:
+    """Generated campaigns, several runs in one workspace and one ledger: every step agrees,
+    whatever it does, and the ledger verifies."""
+    pair = Pair(tmp_path)
+    seen: set[str] = set()
+    for seed in range(8):
+        seen.update(generated_campaign(pair, seed))
+    # the campaigns went through every kind of step
+    assert {"KEEP", "DISCARD", "NOISE", "FAIL", "refused"} <= seen, seen
+    assert seen & {"passed", "failed", "inconclusive"} and "analyze refused" in seen, seen
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert json.loads(verified.stdout)["runs_checked"] == 8
 
 
 @pytest.mark.parametrize("after_analyze", [False, True])

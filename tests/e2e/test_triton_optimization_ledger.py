@@ -13,6 +13,7 @@ import pytest
 from cli import triton_optimization as dropin
 from ledger.events import RoundDecided, RunPlanned, RunReopened
 from ledger.service import LedgerService
+from ledger.stats import MEDIANS_ONLY
 from ledger.store.eventstore import Store
 from ledger.verify import verify_ledger
 
@@ -159,7 +160,7 @@ def test_decisions_are_on_the_medians_whatever_the_samples(setup) -> None:
     assert dropin.record(folder, result_path=path, recorded_at=NOW)["decision"] == "KEEP"
     stream = events(folder.parent / "ledger.sqlite3")
     assert isinstance(stream[0], RunPlanned)
-    assert stream[0].statistics["min_samples"] == dropin.MEDIANS_ONLY["min_samples"]
+    assert stream[0].statistics["min_samples"] == MEDIANS_ONLY["min_samples"]
     assert stream[-1].evidence == "medians" and stream[-1].statistics is None
     # the samples are kept, raw
     assert read(folder, "rounds.json")["rounds"][0]["measurements"][0]["samples_us"] == [15.0] * 30

@@ -94,7 +94,7 @@ CASES = [
         None,
         None,
         "cube-compute",
-        "sm_throughput 0.93, tensor_pipe_active 0.97 ≥ 0.60",
+        "sm_throughput 0.93 ≥ 0.60; tensor_pipe_active 0.97",
     ),
     (
         "ub-overflow",
@@ -326,6 +326,19 @@ def test_arithmetic_utilization_stands_in_for_pipe_ratios() -> None:
     assert classify(matmul).bottleneck == "cube-compute"
 
 
+def test_arithmetic_dtype_ratios_only_not_conflict_or_wait_ratios() -> None:
+    conflicts = {
+        "task_duration_us": 60.0,
+        "aiv_vec_total_cflt_ratio": 0.9,
+        "aiv_vec_wait_ratio": 0.8,
+    }
+    assert classify(conflicts).bottleneck == "unknown"
+    msprof_op = {"task_duration_us": 60.0, "aiv_fp32_ratio": 0.7, "aic_cube_fp16_ratio": 0.0}
+    a = classify(msprof_op, attributes={"op_type": "vector"})
+    assert a.bottleneck == "vector-compute"
+    assert "aiv_fp32_ratio 0.70" in a.evidence[0]
+
+
 def test_stage_times_over_core_time_when_no_ratio() -> None:
     a = classify(
         {
@@ -517,6 +530,16 @@ _KEYS = [
     "ub_bytes_used",
     "gm_to_ub_kb",
     "dram_bytes",
+    "l2_throughput",
+    "tensor_pipe_active",
+    "issue_slots_busy",
+    "aic_mac_fp16_ratio",
+    "aiv_vec_fp32_ratio",
+    "aic_mte2_ratio",
+    "aic_fixpipe_ratio",
+    "aiv_time_us",
+    "aiv_mte2_time_us",
+    "flop_count",
 ]
 
 
@@ -526,9 +549,21 @@ _KEYS = [
         st.sampled_from(_KEYS), st.floats(0.0, 1e7, allow_nan=False), max_size=len(_KEYS)
     ),
     bandwidth=st.one_of(st.none(), st.floats(0.001, 1e4)),
+    task_type=st.sampled_from(
+        ["", "AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU", "HCCL", "DSA_SQE", "N/A"]
+    ),
 )
-def test_classify_is_total(signals: dict[str, float], bandwidth: float | None) -> None:
-    a = classify(signals, A2, floors=Floors(effective_bandwidth_gbps=bandwidth))
+def test_classify_is_total(
+    signals: dict[str, float], bandwidth: float | None, task_type: str
+) -> None:
+    target = TargetCaps(vector_cores=40, cube_cores=20, sm_count=132, peak_bandwidth_gbps=1600.0)
+    a = classify(
+        signals,
+        target,
+        floors=Floors(effective_bandwidth_gbps=bandwidth),
+        attributes={"task_type": task_type},
+    )
     assert a.bottleneck in set(Bottleneck)
+    assert a.evidence and a.first_experiment
     assert a.evidence
     assert a.headroom is None or 0.0 <= a.headroom <= 1.0

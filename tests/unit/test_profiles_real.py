@@ -84,6 +84,42 @@ def test_h200_gemms_are_compute_bound_not_insufficient_parallelism(form: str, ke
     assert a.bottleneck == expected, a.evidence
     assert "insufficient-parallelism" not in " ".join(a.flags)
     assert a.evidence[0].startswith("sm_throughput 0.")
+    if form not in WITH_TENSOR_PIPE:
+        assert "no tensor-pipe metric in the profile" in a.evidence[0]
+
+
+def test_h200_gemm_full_set_names_the_matrix_unit_from_issue_slots() -> None:
+    # --set full details: SM Busy 93% while Issue Slots Busy is 16%: one heavy pipe (the
+    # tensor pipe) is saturated, not instruction issue
+    a = attribute(NCU / "gemm-full-details.csv", "nvjet_sm90", H200)
+    assert a.bottleneck == "cube-compute", a.evidence
+    assert "issue_slots_busy 0.16 < half of it" in a.evidence[0]
+
+
+def test_h200_one_warp_blocks_are_latency_bound_not_insufficient_parallelism() -> None:
+    # kl_one_warp_chain: 264 blocks of one warp (2 per SM, occupancy 3%), each a chain of
+    # dependent loads: L2 at 8-9%, SM at 1%. The grid fills the SMs; the time is latency.
+    for form in ("shapes-metrics", "shapes-details"):
+        a = attribute(NCU / f"{form}.csv", "kl_one_warp_chain", H200)
+        assert a.bottleneck == "latency-bound", a.evidence
+        assert a.flags == ()
+
+
+def test_h200_one_kernel_two_launch_sizes_are_two_shapes() -> None:
+    # kl_saxpy ran on 2^20 floats (grid 1024) and on 2^26 (grid 65536)
+    for form in ("shapes-metrics", "shapes-details"):
+        p = load_profile(NCU / f"{form}.csv", kernel_name="kl_saxpy")
+        assert [s.shape for s in p.shapes] == [
+            "grid (1024, 1, 1) block (128, 1, 1)",
+            "grid (65536, 1, 1) block (128, 1, 1)",
+        ]
+        assert p.shape == "grid (65536, 1, 1) block (128, 1, 1)"  # the most total time
+        assert p.signals["grid_size"] == 65536 and p.signals["launch_count"] == 1
+        small = load_profile(NCU / f"{form}.csv", kernel_name="kl_saxpy", shape="grid (1024")
+        assert small.signals["grid_size"] == 1024
+        assert small.signals["duration_us"] < p.signals["duration_us"] / 10
+        a = classify(p.signals, H200, attributes=p.attributes)
+        assert a.bottleneck == "memory-transfer"
 
 
 def test_ncu_preamble_is_skipped_and_noted() -> None:
