@@ -1,4 +1,5 @@
-"""db upgrade / current / copy / grant: schema migrations, moving a ledger, roles."""
+"""db upgrade / current / rebuild-projections / copy / grant: schema migrations, projections,
+moving a ledger, roles."""
 
 from __future__ import annotations
 
@@ -54,6 +55,22 @@ def current(ctx: typer.Context, as_json: bool = JSON) -> None:
         )
     else:
         say(f"revision {revision or 'none'} (head {HEAD_REVISION})")
+
+
+@app.command("rebuild-projections")
+def rebuild_projections(ctx: typer.Context, as_json: bool = JSON) -> None:
+    """Fold the projection tables (runs, run_cases, rounds, profiles) again from the events
+    alone, in one transaction; the events are read, never changed.
+
+    Example: kernel-ledger --db postgresql+psycopg://owner@db/ledger db rebuild-projections
+    """
+    from ledger.verify import rebuild_projections as rebuild
+
+    runs = rebuild(open_store(ctx.parent or ctx))
+    if as_json:
+        emit_json({"status": "ok", "runs": runs})
+    else:
+        say(f"rebuilt the projections of {runs} runs from their events")
 
 
 @app.command("copy")

@@ -16,6 +16,7 @@ consistent rewrite (every later hash recomputed) from the real history.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -26,7 +27,6 @@ from typing import Any
 from ledger import checkpoint as notes
 from ledger import merkle
 from ledger.errors import CheckFailed, InputError
-from ledger.hashing import sha256_file
 from ledger.jsonio import display, read_bytes
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
@@ -320,7 +320,7 @@ def _file_state(path: Path, expected: str) -> tuple[str | None, str | None]:
     if not stat.S_ISREG(info.st_mode):
         return "is no longer a regular file", None
     try:
-        found, _ = sha256_file(path)
+        found = _sha256_file(path)
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})", None
     return (None, None) if found == expected else ("changed", found)
@@ -533,3 +533,12 @@ def generate_key(path: Path, name: str) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(signer + "\n")
     return verifier
+
+
+def _sha256_file(path: Path) -> str:
+    """The hex digest of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

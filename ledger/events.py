@@ -7,15 +7,20 @@ documents every field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from ledger.hashing import canonical
 
+# Every model refuses NaN and Infinity where a number is typed: JSON has no such numbers, and
+# a payload must not become something else (null) on its way to canonical bytes.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
 
 class Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
 
     event_type: ClassVar[str]
     schema_version: ClassVar[int] = 1
@@ -53,7 +58,7 @@ class FileRef(_OmitsUnset):
     without symlinks, and every event recorded before these fields existed, serializes
     exactly as `{path, sha256, size}`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ("resolved_path", "written_path")
     path: str
     sha256: str
@@ -63,13 +68,13 @@ class FileRef(_OmitsUnset):
 
 
 class CaseWeight(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     id: str
     weight: float
 
 
 class ObjectiveFields(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     target_relative_improvement: float
     min_relative_improvement: float
     noise_floor: float
@@ -77,7 +82,7 @@ class ObjectiveFields(BaseModel):
 
 
 class LimitFields(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     max_rounds: int
     max_consecutive_failures: int
 
@@ -86,7 +91,7 @@ class NamedPath(_OmitsUnset):
     """A file an input named that was not there: its absolute path and, when that differs,
     the path as written."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ("written_path",)
     path: str
     written_path: str | None = None
@@ -100,7 +105,7 @@ class Measurement(_OmitsUnset):
     on their own. It is present only then, so every other measurement serializes as it did
     before the field existed."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found",)
     case_id: str
     median_us: float
@@ -181,7 +186,7 @@ class RoundSubmitted(Event):
 
 
 class BestKernel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     sha256: str
     path: str
     round: int
@@ -191,7 +196,7 @@ class BestKernel(BaseModel):
 class MechanismCheck(BaseModel):
     """Did the profiler signal the round named move the way it said, by enough?"""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     metric: str
     direction: Literal["increase", "decrease"]
     min_change: float
@@ -203,7 +208,7 @@ class MechanismCheck(BaseModel):
 class StartProfile(BaseModel):
     """The best kernel's latest profile when the round was decided."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     kernel_sha256: str
     bottleneck: str | None
     signals: dict[str, float]
@@ -317,13 +322,34 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""Reading older schema versions: (event type, schema version) -> a pure function from a
+payload of that version to the payload of the next. A change to what an event's payload
+means raises its class's `schema_version` and adds the step from the version before here;
+stored events keep their bytes, version and hash (verify checks those as stored) and are
+read as the current model through the chain of steps. No event type has changed its schema
+version yet, so the table is empty; a field added with a default needs no step (payloads
+without the key read with the default; see `verify._as_recorded`)."""
+
+
 class UnknownEventType(ValueError):
     pass
 
 
 def load_event(event_type: str, schema_version: int, payload: dict[str, Any]) -> Event:
-    """Rebuild an event object from its stored type, version and payload."""
+    """Rebuild an event object from its stored type, version and payload, upcasting a payload
+    of an older schema version through `UPCASTERS`."""
     cls = EVENT_TYPES.get(event_type)
-    if cls is None or cls.schema_version != schema_version:
+    if cls is None or schema_version > cls.schema_version:
         raise UnknownEventType(f"unknown event type {event_type!r} version {schema_version}")
+    version = schema_version
+    while version < cls.schema_version:
+        step = UPCASTERS.get((event_type, version))
+        if step is None:
+            raise UnknownEventType(
+                f"unknown event type {event_type!r} version {schema_version}: no upcast from "
+                f"version {version}"
+            )
+        payload = step(payload)
+        version += 1
     return cls.model_validate(payload)

@@ -1,11 +1,19 @@
 """What a decision needs beyond the run's projection row, folded from the run's events:
 the latest profile of each kernel, the timings of every round, and the mechanisms of the
-failed rounds since the last diagnosis. `record` folds the stream once before deciding;
-the verifier folds the same events incrementally. Pure: no I/O, no clock."""
+failed rounds since the last diagnosis. Pure: no I/O, no clock.
+
+There is one reducer, `RunEvidence.apply`, and two reads that use it: the verifier folds
+every event of a run; `record` folds only the events a decision reads, found through the
+events-by-type index (`LedgerService.decision_evidence`), and cuts the result to the
+decision's `DecisionScope` with `RunEvidence.within`. The full fold cut the same way is
+field for field what `record` reads, and a decision on either is the same decision
+(tests/integration/test_evidence_reads.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ledger.events import (
     DiagnosisRecorded,
@@ -17,6 +25,9 @@ from ledger.events import (
     RoundDecided,
     RunPlanned,
 )
+
+if TYPE_CHECKING:
+    from ledger.projections import RunView
 
 Samples = list[list[float] | None]
 
@@ -59,14 +70,27 @@ class RunEvidence:
             self.measured[event.round] = event
             self.latest[event.kernel_sha256] = _samples(event.measurements)
         elif isinstance(event, RoundDecided):
-            self.round_decided(event.round, event.decision, event.mechanism)
+            # a round that was not kept counts against the mechanism it changed
+            if event.decision != "KEEP" and event.mechanism is not None:
+                self.failed_mechanisms.setdefault(event.mechanism, []).append(event.round)
         elif isinstance(event, DiagnosisRecorded):
             self.failed_mechanisms = {}
 
-    def round_decided(self, number: int, decision: str, mechanism: str | None) -> None:
-        """A round that was not kept counts against the mechanism it changed."""
-        if decision != "KEEP" and mechanism is not None:
-            self.failed_mechanisms.setdefault(mechanism, []).append(number)
+    def within(self, scope: DecisionScope) -> RunEvidence:
+        """This evidence cut to what a decision in `scope` reads: the profiles of its
+        kernels, the measurements of its best round, the failed mechanisms only while the
+        run needs a diagnosis, no latest samples per kernel (only a remeasure reads them);
+        every other field whole."""
+        return replace(
+            self,
+            profiles={k: p for k, p in self.profiles.items() if k in scope.kernels},
+            measured={r: m for r, m in self.measured.items() if r == scope.best_round},
+            failed_mechanisms=(
+                {m: list(r) for m, r in self.failed_mechanisms.items()} if scope.failures else {}
+            ),
+            latest={},
+            noise_pairs=list(self.noise_pairs),
+        )
 
     def signals(self, kernel_sha256: str) -> dict[str, float] | None:
         profile = self.profiles.get(kernel_sha256)
@@ -82,3 +106,21 @@ class RunEvidence:
         """Per-case raw samples measured in a round (0: baseline); None for a case without."""
         measured = self.measured.get(round_no)
         return _samples(measured.measurements) if measured is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionScope:
+    """What of a run's evidence the decision on its next round reads (`decide_round`): the
+    samples of the best round, the latest profile of a few kernels (the best and the
+    candidate), the failed mechanisms since the last diagnosis only while the run needs a
+    diagnosis, and the plan's statistics and every A/A pair whole."""
+
+    best_round: int
+    kernels: frozenset[str]
+    failures: bool
+
+    @classmethod
+    def of(cls, view: RunView, kernels: Iterable[str]) -> DecisionScope:
+        """The scope of a decision on the run in state `view` about these kernels."""
+        run = view.run
+        return cls(run.best_round, frozenset(kernels), run.needs_diagnosis)

@@ -120,8 +120,9 @@ class ProfileRow:
 
 
 def signals_text(signals: dict[str, float]) -> str:
-    """Profile signals as stored in projection rows: canonical JSON text."""
-    return canonical(signals).decode()
+    """Profile signals as stored in projection rows: canonical JSON text (the event models
+    hold them as a dict of str to float: JSON types only)."""
+    return canonical(signals, string_keys=True).decode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +395,7 @@ def _decided(work: _Working, version: int, at: str, event: RoundDecided) -> None
                 event.decision,
                 submitted.hypothesis,
                 submitted.change,
-                event.mechanism,
+                _mechanism(event, submitted),
                 submitted.candidate.sha256,
                 submitted.candidate.path,
                 submitted.parent_kernel_sha256,
@@ -416,6 +417,13 @@ def _decided(work: _Working, version: int, at: str, event: RoundDecided) -> None
         )
     )
     work.submitted, work.validation_status = None, None
+
+
+def _mechanism(event: RoundDecided, submitted: RoundSubmitted) -> str | None:
+    """The mechanism a round changed: as its decision records it, or, for a decision
+    recorded before RoundDecided had the field (no such key in its stored payload), as the
+    round was submitted, which is what the projection held then."""
+    return event.mechanism if "mechanism" in event.model_fields_set else submitted.mechanism
 
 
 def _round_flags(flags: list[str], concluded_at: str | None) -> str | None:

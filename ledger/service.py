@@ -54,7 +54,7 @@ from ledger.events import (
     RunReopened,
     ValidationLinked,
 )
-from ledger.evidence import EVIDENCE_EVENT_TYPES, RunEvidence
+from ledger.evidence import EVIDENCE_EVENT_TYPES, DecisionScope, RunEvidence
 from ledger.hashing import sha256_hex
 from ledger.inputs import (
     MeasurementIn,
@@ -378,48 +378,55 @@ def plan_events(
 
 
 def _indexed_evidence(
-    store: Store, conn: Any, view: RunView, kernels: Sequence[str]
+    store: Store, conn: Any, view: RunView, scope: DecisionScope
 ) -> tuple[RunPlanned, RunEvidence] | None:
-    """`LedgerService.decision_evidence` through the index; None where the run needs the
+    """`LedgerService.decision_evidence` through the events-by-type index: the events a
+    decision in `scope` reads (the plan, the best round's measurements, the latest profile
+    of each kernel, and while the run needs a diagnosis the last diagnosis and the decisions
+    after it on a round that was not kept and named a mechanism), folded by
+    `RunEvidence.apply` in version order. None where the run needs the
     whole fold (remeasures) or its events are not laid out as `plan` and `record` append
     them (the baseline's measurements first, each round's before its decision)."""
     run_id = view.run.run_id
     rare = store.type_versions(conn, run_id, ("NoiseMeasured", "DiagnosisRecorded"))
     if any(kind == "NoiseMeasured" for _, kind in rare):
         return None
-    first = store.read_version(conn, run_id, 1)
-    plan = first.event() if first is not None else None
-    if not isinstance(plan, RunPlanned):
-        return None
-    evidence = RunEvidence()
-    evidence.apply(plan)
-    best = view.run.best_round  # decide_round reads this round's samples
-    if best == 0:
-        version = store.nth_version(conn, run_id, "MeasurementsRecorded", 1)
+    if scope.best_round == 0:
+        measured = store.nth_version(conn, run_id, "MeasurementsRecorded", 1)
     else:
-        decided = store.nth_version(conn, run_id, "RoundDecided", best)
-        version = (
+        decided = store.nth_version(conn, run_id, "RoundDecided", scope.best_round)
+        measured = (
             store.last_version_before(conn, run_id, "MeasurementsRecorded", decided)
             if decided is not None
             else None
         )
-    measured = store.read_version(conn, run_id, version) if version is not None else None
-    event = measured.event() if measured is not None else None
-    if not isinstance(event, MeasurementsRecorded) or event.round != best:
+    if measured is None:
         return None
-    evidence.apply(event)
-    if view.run.needs_diagnosis:  # decide_round reads failed mechanisms only then
+    wanted = {1, measured}
+    if scope.failures:
         diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
-        after = store.count_before(conn, run_id, "RoundDecided", diagnoses[-1]) if diagnoses else 0
-        for number, decision, mechanism in store.rounds_after(conn, run_id, after):
-            evidence.round_decided(number, decision, mechanism)
-    for kernel in dict.fromkeys(kernels):
+        after = diagnoses[-1] if diagnoses else 0
+        wanted.update(diagnoses[-1:])
+        decided = store.versions_after(conn, run_id, "RoundDecided", after)
+        # the i-th decision since the diagnosis is of round `first + i`; the reducer reads
+        # only a round that was not kept and named a mechanism (the rounds rows say which)
+        first = view.run.rounds_recorded - len(decided) + 1
+        failed = store.failed_rounds(conn, run_id, first)
+        wanted.update(v for i, v in enumerate(decided, start=first) if i in failed)
+    for kernel in sorted(scope.kernels):
         version = store.latest_profile_version(conn, run_id, kernel)
         if version is not None:
-            profile = store.read_version(conn, run_id, version)
-            assert profile is not None
-            evidence.apply(profile.event())
-    return plan, evidence
+            wanted.add(version)
+    found = {e.stream_version: e.event() for e in store.read_versions(conn, run_id, wanted)}
+    plan, best = found.get(1), found.get(measured)
+    if not isinstance(plan, RunPlanned):
+        return None
+    if not isinstance(best, MeasurementsRecorded) or best.round != scope.best_round:
+        return None
+    evidence = RunEvidence()
+    for version in sorted(found):
+        evidence.apply(found[version])
+    return plan, evidence.within(scope)
 
 
 class NoiseFile(BaseModel):
@@ -537,13 +544,17 @@ class LedgerService:
     def decision_evidence(
         self, view: RunView, kernels: Sequence[str]
     ) -> tuple[RunPlanned, RunEvidence]:
-        """The run's plan and what `decide_round` reads of its events (the best round's
-        measurements, the latest profile of each of `kernels`, the failed mechanisms since
-        the last diagnosis), read through the events-by-type index: a few lookups, whatever
-        the run's length. A run with A/A remeasures folds its evidence events whole (the
-        noise pairs need every measurement of the remeasured kernels). `view` must be the
-        run's current projection: another writer in between is a conflict."""
+        """The run's plan and what a decision on its next round reads of its events (the
+        best round's measurements, the latest profile of each of `kernels`, the failed
+        mechanisms since the last diagnosis while the run needs one): the events found
+        through the events-by-type index, a few lookups whatever the run's length, folded
+        by the reducer the verifier folds every event with (`RunEvidence.apply`), cut to
+        the decision's scope (`RunEvidence.within`). A run with A/A remeasures folds its
+        evidence events whole (the noise pairs need every measurement of the remeasured
+        kernels) and is cut the same way. `view` must be the run's current projection:
+        another writer in between is a conflict."""
         run_id = view.run.run_id
+        scope = DecisionScope.of(view, kernels)
         with self.store.transaction() as conn:
             head = self.store.stream_head(conn, run_id)[0]
             if head != view.run.stream_version:
@@ -551,14 +562,14 @@ class LedgerService:
                     f"run {run_id} is at version {head}, not {view.run.stream_version}: "
                     "another writer recorded first; nothing was written, retry"
                 )
-            found = _indexed_evidence(self.store, conn, view, kernels)
+            found = _indexed_evidence(self.store, conn, view, scope)
             if found is not None:
                 return found
             stream = self.store.read_stream(conn, run_id, types=EVIDENCE_EVENT_TYPES)
         evidence = RunEvidence()
         for record in stream:
             evidence.apply(record.event())
-        return _plan_of(stream), evidence
+        return _plan_of(stream), evidence.within(scope)
 
     def full_view(self, run_id: str) -> RunView:
         with self.store.transaction() as conn:

@@ -16,7 +16,7 @@ from ledger import projections
 from ledger.errors import InputError
 from ledger.events import Event
 from ledger.projections import RunView
-from ledger.store.eventstore import EVENT_COLUMNS, NewEvent, Store, StoredEvent
+from ledger.store.eventstore import NewEvent, Store, StoredEvent, event_row
 from ledger.store.tables import checkpoints, events
 
 
@@ -103,14 +103,17 @@ def import_run_verbatim(
     run_id: str,
     records: Sequence[StoredEvent],
     blobs: Sequence[bytes],
+    view: RunView | None = None,
 ) -> ImportOutcome:
     """Append one run's events exactly as another ledger stored them (same event ids,
     versions, times, payload bytes, parent and event hashes); only `seq` is assigned here,
     at the end of this ledger.
 
-    `records` must be the run's chain from version 1 (the caller verified it). Versions this
-    ledger already holds must be the very same events: then they are skipped, so importing
-    again writes nothing. Any difference is refused and nothing is written.
+    `records` must be the run's chain from version 1 (the caller verified it), and `view`,
+    when given, the projection folded from all of them (the caller's replay did): then the
+    events are not parsed again here. Versions this ledger already holds must be the very
+    same events: then they are skipped, so importing again writes nothing. Any difference
+    is refused and nothing is written.
     """
     if not records:
         raise InputError("the bundle holds no events")
@@ -145,27 +148,28 @@ def import_run_verbatim(
             f"{clash[2]} in this ledger; nothing was imported"
         )
     seq = conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one()
-    rows = []
-    for offset, e in enumerate(new, start=1):
-        rows.append(
-            StoredEvent(
-                seq=seq + offset,
-                event_id=e.event_id,
-                stream_id=e.stream_id,
-                stream_version=e.stream_version,
-                event_type=e.event_type,
-                schema_version=e.schema_version,
-                recorded_at=e.recorded_at,
-                payload=e.payload,
-                parent_hash=e.parent_hash,
-                event_hash=e.event_hash,
-            )
+    rows = [
+        StoredEvent(
+            seq + offset,
+            e.event_id,
+            e.stream_id,
+            e.stream_version,
+            e.event_type,
+            e.schema_version,
+            e.recorded_at,
+            e.payload,
+            e.parent_hash,
+            e.event_hash,
         )
-    conn.execute(
-        events.insert(), [{c.name: getattr(r, c.name) for c in EVENT_COLUMNS} for r in rows]
-    )
+        for offset, e in enumerate(new, start=1)
+    ]
+    store.insert_verified(conn, [event_row(r) for r in rows])
     store.put_blobs(conn, list(blobs))
-    _refold(store, conn, run_id, [*present, *rows])
+    if view is None:
+        _refold(store, conn, run_id, [*present, *rows])
+    else:
+        before = store.stored_projection(conn, run_id) if present else None
+        store.save_view(conn, before, view)
     return ImportOutcome(run_id, rows, len(present))
 
 

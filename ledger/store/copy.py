@@ -2,7 +2,10 @@
 
 The events are copied verbatim (same seq, ids, versions, times, payload bytes, parent and
 event hashes), never re-appended, so every hash, every run's chain and the Merkle tree head
-survive the move between SQLite and PostgreSQL in either direction. So is every other table
+survive the move between SQLite and PostgreSQL in either direction. Each event passes the
+per-event checks of `verify` on the way (`verify.LedgerCheck`: seq, hash, chain, canonical
+payload, payload validates), so a damaged source is refused, not copied; nothing is
+canonicalized or hashed anew. So is every other table
 of recorded facts (blobs, ledger_info with the ledger's id, stored checkpoints, and any
 table a later revision adds), row for row. The projection tables (`PROJECTION_TABLES`) are
 not copied: they are folded again from the copied events, as a rebuild would.
@@ -17,7 +20,6 @@ import base64
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 
 from sqlalchemy import Connection, Table, func, select
@@ -26,15 +28,11 @@ from sqlalchemy.engine import make_url
 
 from ledger import merkle, projections
 from ledger.errors import CheckFailed, InputError, LedgerError
+from ledger.events import Event
 from ledger.projections import RunView
-from ledger.store.eventstore import (
-    EVENT_COLUMNS,
-    Store,
-    StoredEvent,
-    insert_events_sql,
-    parse_url,
-)
+from ledger.store.eventstore import Store, StoredEvent, event_row, parse_url
 from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
+from ledger.verify import LedgerCheck, ReplayStop
 
 BATCH = 1000
 
@@ -107,22 +105,22 @@ def copy_ledger(
         tree = merkle.TreeBuilder()
         digest = hashlib.sha256()
         folds = _Folds(target, dst)
-        insert = insert_events_sql(dst)
-        page: list[StoredEvent] = []
+        check = LedgerCheck()
+        page: list[tuple[StoredEvent, Event]] = []
         rows: list[tuple[object, ...]] = []
         for e in source.iter_events(src, batch=BATCH):
-            page.append(e)
-            rows.append(row := _row(e))
+            page.append((e, _checked(check, e)))
+            rows.append(row := event_row(e))
             tree.append(bytes.fromhex(e.event_hash))
             _digest_row(digest, row)
             if len(page) == BATCH:
-                dst.exec_driver_sql(insert, rows)
+                target.insert_verified(dst, rows)
                 folds.add(page)
                 page, rows = [], []
                 if on_progress is not None:
                     on_progress(tree.size, total)
         if page:
-            dst.exec_driver_sql(insert, rows)
+            target.insert_verified(dst, rows)
             folds.add(page)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         folds.finish()
@@ -138,6 +136,17 @@ def copy_ledger(
         tree_size=tree.size,
         tree_root=base64.b64encode(tree.root()).decode("ascii"),
     )
+
+
+def _checked(check: LedgerCheck, e: StoredEvent) -> Event:
+    try:
+        return check.check(e)
+    except ReplayStop as stop:
+        f = stop.failure
+        raise CheckFailed(
+            f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) does "
+            f"not verify ({f.check}: {f.reason}); run verify on it. Nothing was written"
+        ) from None
 
 
 def _refuse_unless_empty(target: Store, conn: Connection) -> None:
@@ -178,10 +187,6 @@ def _plain(row) -> dict[str, object]:
     return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
 
 
-# an events row in column order, as the store inserts it
-_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
-
-
 class _Folds:
     """The projection rows of the copied runs, folded a page of events at a time: each run's
     events of a page in one `fold_into` call, not one view per event. A run's rows are
@@ -198,10 +203,10 @@ class _Folds:
     def runs(self) -> int:
         return len(self.open) + len(self.written)
 
-    def add(self, page: list[StoredEvent]) -> None:
-        by_run: dict[str, list[StoredEvent]] = {}
-        for e in page:
-            by_run.setdefault(e.stream_id, []).append(e)
+    def add(self, page: list[tuple[StoredEvent, Event]]) -> None:
+        by_run: dict[str, list[tuple[StoredEvent, Event]]] = {}
+        for item in page:
+            by_run.setdefault(item[0].stream_id, []).append(item)
         for run_id, found in by_run.items():
             if run_id in self.written:  # an event after the run concluded: its rows so far
                 before = self.target.load_view(self.dst, run_id)
@@ -221,16 +226,16 @@ class _Folds:
         self.open.clear()
 
 
-def _fold(view: RunView | None, found: list[StoredEvent]) -> RunView:
+def _fold(view: RunView | None, found: list[tuple[StoredEvent, Event]]) -> RunView:
     try:
         return projections.fold_into(
-            view, ((e.stream_version, e.recorded_at, e.event()) for e in found)
+            view, ((e.stream_version, e.recorded_at, event) for e, event in found)
         )
     except (LedgerError, ValueError):
         pass
-    for e in found:  # name the event that does not fold
+    for e, event in found:  # name the event that does not fold
         try:
-            view = projections.apply(view, e.stream_version, e.recorded_at, e.event())
+            view = projections.apply(view, e.stream_version, e.recorded_at, event)
         except (LedgerError, ValueError) as exc:
             raise CheckFailed(
                 f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) "
@@ -268,7 +273,7 @@ def _check_read_back(
     digest = hashlib.sha256()
     seen = 0
     for e in target.iter_events(dst, batch=BATCH):
-        _digest_row(digest, _row(e))
+        _digest_row(digest, event_row(e))
         seen += 1
     copied_blobs, copied_digest = 0, hashlib.sha256()
     for sha, content in target.iter_blobs(dst):

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
@@ -141,6 +141,10 @@ EVENT_COLUMNS = (
     events.c.parent_hash,
     events.c.event_hash,
 )
+
+
+# a StoredEvent as an events row (`EVENT_COLUMNS` order), as `insert_verified` takes it
+event_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
 
 
 def _stored(row: Any) -> StoredEvent:
@@ -509,6 +513,14 @@ class Store:
         conn.exec_driver_sql(insert_events_sql(conn), rows)
         return stored, True
 
+    def insert_verified(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert events rows (`EVENT_COLUMNS` order) exactly as given: events whose bytes,
+        hashes and chain the caller has verified already (a bundle's, another ledger's), so
+        nothing is canonicalized or hashed here. The caller assigns `seq` after this log's
+        last one; the table's constraints still refuse a taken seq, id or version."""
+        if rows:
+            conn.exec_driver_sql(insert_events_sql(conn), list(rows))
+
     def _already_appended(
         self, conn: Connection, stream_id: str, batch: Sequence[NewEvent]
     ) -> list[StoredEvent] | None:
@@ -576,17 +588,25 @@ class Store:
         found = {"stream": stream_id, "type": event_type, "before": before}
         return conn.execute(_LAST_VERSION_BEFORE, found).scalar()
 
-    def count_before(self, conn: Connection, stream_id: str, event_type: str, before: int) -> int:
-        """How many of the run's events of this type precede version `before`."""
-        found = {"stream": stream_id, "type": event_type, "before": before}
-        return conn.execute(_COUNT_BEFORE, found).scalar_one()
+    def versions_after(
+        self, conn: Connection, stream_id: str, event_type: str, after: int
+    ) -> list[int]:
+        """The stream versions of the run's events of this type after version `after`."""
+        found = {"stream": stream_id, "type": event_type, "after": after}
+        return list(conn.execute(_VERSIONS_AFTER, found).scalars())
 
-    def rounds_after(
-        self, conn: Connection, run_id: str, after: int
-    ) -> list[tuple[int, str, str | None]]:
-        """(round, decision, mechanism) of the run's rounds after round `after`, in order."""
-        rows = conn.execute(_ROUNDS_AFTER, {"run": run_id, "after": after})
-        return [(r[0], r[1], r[2]) for r in rows]
+    def failed_rounds(self, conn: Connection, run_id: str, first: int) -> set[int]:
+        """The run's rounds from `first` on that were not kept and named a mechanism
+        (`rounds` rows)."""
+        return set(conn.execute(_FAILED_ROUNDS, {"run": run_id, "first": first}).scalars())
+
+    def read_versions(
+        self, conn: Connection, stream_id: str, versions: Iterable[int]
+    ) -> list[StoredEvent]:
+        """The run's events at these stream versions, in version order."""
+        wanted = sorted(set(versions))
+        rows = conn.execute(_READ_VERSIONS, {"stream": stream_id, "versions": wanted})
+        return [_stored(r) for r in rows]
 
     def latest_profile_version(self, conn: Connection, run_id: str, kernel: str) -> int | None:
         """The stream version of the run's latest profile of this kernel (`profiles` rows)."""
@@ -630,20 +650,29 @@ class Store:
         find the new ones, one executemany to insert them); returns the digests in order."""
         digests = [sha256_hex(data) for data in contents]
         new = dict(zip(digests, contents, strict=True))
+        for digest in self.stored_digests(conn, list(new)):
+            del new[digest]
         if new:
             mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-            present = conn.exec_driver_sql(
-                f"SELECT sha256 FROM blobs WHERE sha256 IN ({', '.join([mark] * len(new))})",
-                tuple(new),
-            )
-            for (digest,) in present:
-                del new[digest]
-        if new:
             conn.exec_driver_sql(
                 f"INSERT INTO blobs (sha256, size, content) VALUES ({mark}, {mark}, {mark})",
                 [(d, len(data), data) for d, data in new.items()],
             )
         return digests
+
+    def stored_digests(self, conn: Connection, digests: Sequence[str]) -> set[str]:
+        """Which of these blob digests are stored (one plain query per 500: a statement
+        SQLAlchemy would compile again for every length of the list)."""
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        found: set[str] = set()
+        for start in range(0, len(digests), 500):
+            chunk = tuple(digests[start : start + 500])
+            rows = conn.exec_driver_sql(
+                f"SELECT sha256 FROM blobs WHERE sha256 IN ({', '.join([mark] * len(chunk))})",
+                chunk,
+            )
+            found.update(digest for (digest,) in rows)
+        return found
 
     def get_blob(self, conn: Connection, digest: str) -> bytes | None:
         row = conn.execute(select(blobs.c.content).where(blobs.c.sha256 == digest)).first()
@@ -664,11 +693,12 @@ class Store:
     # --- projections ---------------------------------------------------------------------
 
     def load_view(self, conn: Connection, run_id: str) -> RunView | None:
-        row = conn.execute(_RUN_ROW, {"run": run_id}).first()
-        if row is None:
+        # read with the driver's cursor (`_fetch`): `verify` reads every run's rows back
+        found = _fetch(conn, _RUN_ROW, {"run": run_id}, _RUN_BOOLEANS)
+        if not found:
             return None
-        cases = conn.execute(_CASE_ROWS, {"run": run_id})
-        return RunView(run=RunRow(*row), cases=tuple(CaseRow(*c) for c in cases))
+        cases = _fetch(conn, _CASE_ROWS, {"run": run_id}, ())
+        return RunView(run=RunRow(*found[0]), cases=tuple(CaseRow(*c) for c in cases))
 
     def save_view(self, conn: Connection, before: RunView | None, after: RunView) -> None:
         # Rows go to the driver as plain tuples in column order, through statements written
@@ -698,8 +728,8 @@ class Store:
         view = self.load_view(conn, run_id)
         if view is None:
             return None
-        rows = conn.execute(_RUN_ROUNDS, {"run": run_id})
-        found = conn.execute(_RUN_PROFILES, {"run": run_id})
+        rows = _fetch(conn, _RUN_ROUNDS, {"run": run_id}, _ROUND_BOOLEANS)
+        found = _fetch(conn, _RUN_PROFILES, {"run": run_id}, ())
         return RunView(
             run=view.run,
             cases=view.cases,
@@ -792,15 +822,24 @@ _LAST_VERSION_BEFORE = (
     .order_by(events.c.stream_version.desc())
     .limit(1)
 )
-_COUNT_BEFORE = (
-    select(func.count())
-    .select_from(events)
-    .where(*_OF_TYPE, events.c.stream_version < bindparam("before"))
+_VERSIONS_AFTER = (
+    select(events.c.stream_version)
+    .where(*_OF_TYPE, events.c.stream_version > bindparam("after"))
+    .order_by(events.c.stream_version)
 )
-_ROUNDS_AFTER = (
-    select(rounds.c.round, rounds.c.decision, rounds.c.mechanism)
-    .where(rounds.c.run_id == bindparam("run"), rounds.c.round > bindparam("after"))
-    .order_by(rounds.c.round)
+_FAILED_ROUNDS = select(rounds.c.round).where(
+    rounds.c.run_id == bindparam("run"),
+    rounds.c.round >= bindparam("first"),
+    rounds.c.decision != "KEEP",
+    rounds.c.mechanism.is_not(None),
+)
+_READ_VERSIONS = (
+    select(*EVENT_COLUMNS)
+    .where(
+        events.c.stream_id == bindparam("stream"),
+        events.c.stream_version.in_(bindparam("versions", expanding=True)),
+    )
+    .order_by(events.c.stream_version)
 )
 _LATEST_PROFILE = (
     select(profiles.c.stream_version)
@@ -810,6 +849,9 @@ _LATEST_PROFILE = (
 )
 _RUN_ROW = select(*(runs.c[name] for name in RunRow.__slots__)).where(
     runs.c.run_id == bindparam("run")
+)
+_RUN_BOOLEANS = tuple(
+    i for i, name in enumerate(RunRow.__slots__) if runs.c[name].type.python_type is bool
 )
 _CASE_ROWS = (
     select(*(run_cases.c[name] for name in CaseRow.__slots__))
@@ -920,33 +962,47 @@ def _driver_sql(conn: Connection, statement: Any, values: dict[str, Any]) -> tup
 _COMPILED: dict[tuple[str, str, Any], tuple[str, dict[str, Any], Any]] = {}
 
 
-def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
-    """Rounds from a SELECT of `_ROUND_COLUMNS`, read with the driver's cursor.
+def _fetch(
+    conn: Connection, statement: Any, values: dict[str, Any], booleans: Sequence[int]
+) -> list[Sequence[Any]]:
+    """The rows of a statement built once, read with the driver's cursor (`_driver_rows`),
+    the columns at `booleans` made bool as SQLAlchemy made them."""
+    rows = _driver_rows(conn, *_driver_sql(conn, statement, values))
+    if not booleans or conn.dialect.name != "sqlite":
+        return rows
+    return [_with_booleans(row, booleans) for row in rows]
 
-    History returns hundreds of rows at a time; SQLAlchemy's result rows (a row object and
-    type processing per row) cost as much as SQLite's own work on an indexed query, so the
-    rows are taken from the driver as they are. The one conversion SQLAlchemy did is done
-    here: SQLite returns booleans as 0 and 1. Driver errors are raised as SQLAlchemy's, so
-    `Store.transaction` reports them as it does every other.
-    """
+
+def _driver_rows(conn: Connection, sql: str, params: Any) -> list[Sequence[Any]]:
+    """Rows read with the driver's cursor: SQLAlchemy's result rows (a row object and type
+    processing per row) cost as much as SQLite's own work on an indexed query. Driver
+    errors are raised as SQLAlchemy's, so `Store.transaction` reports them as it does
+    every other."""
     dbapi = conn.dialect.loaded_dbapi
     try:
         with contextlib.closing(conn.connection.cursor()) as cursor:
             cursor.execute(sql, params)
-            rows = cursor.fetchall()
+            return cursor.fetchall()
     except dbapi.Error as exc:
         raise sa_exc.DBAPIError.instance(sql, params, exc, dbapi.Error) from exc
-    if conn.dialect.name != "sqlite":
-        return list(map(RoundRow._make, rows))
-    return [_sqlite_round(row) for row in rows]
 
 
-def _sqlite_round(row: Sequence[Any]) -> RoundRow:
+def _with_booleans(row: Sequence[Any], booleans: Sequence[int]) -> list[Any]:
     values = list(row)
-    for i in _ROUND_BOOLEANS:
+    for i in booleans:
         if values[i] is not None:
             values[i] = bool(values[i])
-    return RoundRow._make(values)
+    return values
+
+
+def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
+    """Rounds from a SELECT of `_ROUND_COLUMNS`, read with the driver's cursor (history
+    returns hundreds of rows at a time). The one conversion SQLAlchemy did is done here:
+    SQLite returns booleans as 0 and 1."""
+    rows = _driver_rows(conn, sql, params)
+    if conn.dialect.name != "sqlite":
+        return list(map(RoundRow._make, rows))
+    return [RoundRow._make(_with_booleans(row, _ROUND_BOOLEANS)) for row in rows]
 
 
 # (filter field, how it compares); a query's shape is which of them are set.
