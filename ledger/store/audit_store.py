@@ -16,7 +16,7 @@ from ledger import projections
 from ledger.errors import InputError
 from ledger.events import Event
 from ledger.projections import RunView
-from ledger.store.eventstore import EVENT_COLUMNS, NewEvent, Store, StoredEvent
+from ledger.store.eventstore import NewEvent, Store, StoredEvent
 from ledger.store.tables import checkpoints, events
 
 
@@ -144,26 +144,7 @@ def import_run_verbatim(
             f"event id {clash[0]} of the bundle is already used by run {clash[1]!r} version "
             f"{clash[2]} in this ledger; nothing was imported"
         )
-    seq = conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one()
-    rows = []
-    for offset, e in enumerate(new, start=1):
-        rows.append(
-            StoredEvent(
-                seq=seq + offset,
-                event_id=e.event_id,
-                stream_id=e.stream_id,
-                stream_version=e.stream_version,
-                event_type=e.event_type,
-                schema_version=e.schema_version,
-                recorded_at=e.recorded_at,
-                payload=e.payload,
-                parent_hash=e.parent_hash,
-                event_hash=e.event_hash,
-            )
-        )
-    conn.execute(
-        events.insert(), [{c.name: getattr(r, c.name) for c in EVENT_COLUMNS} for r in rows]
-    )
+    rows = store.write(conn, run_id, (head_version, head_hash), new)
     store.put_blobs(conn, list(blobs))
     _refold(store, conn, run_id, [*present, *rows])
     return ImportOutcome(run_id, rows, len(present))

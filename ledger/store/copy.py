@@ -17,6 +17,7 @@ import base64
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 
@@ -26,14 +27,9 @@ from sqlalchemy.engine import make_url
 
 from ledger import merkle, projections
 from ledger.errors import CheckFailed, InputError, LedgerError
+from ledger.hashing import ZERO_HASH
 from ledger.projections import RunView
-from ledger.store.eventstore import (
-    EVENT_COLUMNS,
-    Store,
-    StoredEvent,
-    insert_events_sql,
-    parse_url,
-)
+from ledger.store.eventstore import EVENT_COLUMNS, Store, StoredEvent, parse_url
 from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
 
 BATCH = 1000
@@ -107,22 +103,21 @@ def copy_ledger(
         tree = merkle.TreeBuilder()
         digest = hashlib.sha256()
         folds = _Folds(target, dst)
-        insert = insert_events_sql(dst)
+        writer = _Writer(target, dst)
         page: list[StoredEvent] = []
-        rows: list[tuple[object, ...]] = []
         for e in source.iter_events(src, batch=BATCH):
             page.append(e)
-            rows.append(row := _row(e))
+            row = _row(e)
             tree.append(bytes.fromhex(e.event_hash))
             _digest_row(digest, row)
             if len(page) == BATCH:
-                dst.exec_driver_sql(insert, rows)
+                writer.write(page)
                 folds.add(page)
-                page, rows = [], []
+                page = []
                 if on_progress is not None:
                     on_progress(tree.size, total)
         if page:
-            dst.exec_driver_sql(insert, rows)
+            writer.write(page)
             folds.add(page)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         folds.finish()
@@ -138,6 +133,38 @@ def copy_ledger(
         tree_size=tree.size,
         tree_root=base64.b64encode(tree.root()).decode("ascii"),
     )
+
+
+class _Writer:
+    """The copied events go through the target store's one writer (`Store.write`), a run of
+    consecutive events of one stream per call, each at the seq after the last one written:
+    the source's own, since its seq is gapless from 1 (checked here). The writer checks that
+    each event continues its run's chain and that its hash holds; a source that fails
+    either is refused and nothing is written."""
+
+    def __init__(self, target: Store, dst: Connection) -> None:
+        self.target = target
+        self.dst = dst
+        self.heads: dict[str, tuple[int, str]] = {}
+        self.seq = 0
+
+    def write(self, page: list[StoredEvent]) -> None:
+        for stream_id, events in groupby(page, key=attrgetter("stream_id")):
+            batch = list(events)
+            first = batch[0]
+            if first.seq != self.seq + 1:
+                raise CheckFailed(
+                    f"the source ledger's event seq {first.seq} follows seq {self.seq}: its log "
+                    "has a gap; run verify on it. Nothing was written"
+                )
+            head = self.heads.get(stream_id, (0, ZERO_HASH))
+            try:
+                written = self.target.write(self.dst, stream_id, head, batch, after_seq=self.seq)
+            except InputError as exc:
+                raise CheckFailed(f"the source ledger's {exc}; run verify on it") from None
+            last = written[-1]
+            self.heads[stream_id] = (last.stream_version, last.event_hash)
+            self.seq = last.seq
 
 
 def _refuse_unless_empty(target: Store, conn: Connection) -> None:
