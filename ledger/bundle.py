@@ -40,8 +40,9 @@ from ledger import merkle
 from ledger.audit import b64, origin_for, parse_pinned
 from ledger.errors import CheckFailed, InputError
 from ledger.events import ProfileRecorded, RoundSubmitted, RunPlanned
-from ledger.hashing import canonical, sha256_hex
+from ledger.hashing import canonical, parse_canonical, sha256_hex
 from ledger.jsonio import display
+from ledger.projections import RunView
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
 
@@ -83,6 +84,7 @@ EVENT_KEYS = frozenset(
 BLOB_KEYS = frozenset({"type", "sha256", "size", "content"})
 CONSISTENCY_KEYS = frozenset({"old_size", "old_root", "proof"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]*")
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,7 @@ class BundleContent:
     run_id: str
     records: list[StoredEvent]
     blobs: list[bytes]
+    view: RunView | None = None  # the run's projection rows, as the replay folded them
 
 
 class _Bad(Exception):
@@ -368,7 +371,7 @@ def _record_failure(report: BundleReport, failure: Failure) -> None:
 
 def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
     numbered = _parsed_lines(lines)
-    number, header = next(numbered, (1, None))
+    number, header, _ = next(numbered, (1, None, b""))
     if header is None:
         raise _bad("format", "the bundle is empty")
     cp, counts, heads = _header(number, header)
@@ -378,10 +381,10 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
     records: list[StoredEvent] = []
     last_seq = 0
     for _ in range(counts[0]):
-        number, value = next(numbered, (number + 1, None))
+        number, value, body = next(numbered, (number + 1, None, b""))
         if value is None or value.get("type") != "event":
             raise _bad("format", f"line {number}: expected event {len(records) + 1} of {counts[0]}")
-        e, proof = _event(number, value, header["run_id"])
+        e, proof = _event(number, value, header["run_id"], body)
         if e.seq <= last_seq or e.seq > cp.size:
             raise _bad(
                 "format",
@@ -389,7 +392,7 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
             )
         last_seq = e.seq
         try:
-            event = replay.check(e)
+            event = replay.check(e, value["payload"])  # its bytes: canonical, as the line is
             if not merkle.verify_inclusion(
                 bytes.fromhex(e.event_hash), e.seq - 1, cp.size, proof, cp.root
             ):
@@ -406,7 +409,7 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
         report.events_checked += 1
     blobs: dict[str, bytes] = {}
     for _ in range(counts[1]):
-        number, value = next(numbered, (number + 1, None))
+        number, value, _ = next(numbered, (number + 1, None, b""))
         if value is None or value.get("type") != "blob":
             raise _bad("format", f"line {number}: expected blob {len(blobs) + 1} of {counts[1]}")
         digest, content = _blob(number, value)
@@ -428,14 +431,19 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
         raise _bad("blobs", f"kernel source {missing[0]} named by the run is not in the bundle")
     report.warnings = replay.warnings
     report.heads = {old: b64(old_root) for old, old_root, _ in heads}
-    return BundleContent(header["run_id"], records, list(blobs.values()))
+    return BundleContent(header["run_id"], records, list(blobs.values()), replay.view)
 
 
-def _parsed_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _parsed_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    """(line number, JSON object, the line's bytes) of every line, each proven canonical."""
     for number, raw in enumerate(lines, start=1):
         if not raw.endswith(b"\n"):
             raise _bad("format", f"line {number} does not end with a newline (truncated?)")
         body = raw[:-1]
+        value = parse_canonical(body)
+        if type(value) is dict:
+            yield number, value, body
+            continue
         try:
             value = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
@@ -448,7 +456,7 @@ def _parsed_lines(lines: Iterator[bytes]) -> Iterator[tuple[int, dict[str, Any]]
             exact = False
         if not exact:
             raise _bad("format", f"line {number} is not in RFC 8785 canonical form")
-        yield number, value
+        yield number, value, body
 
 
 def _keys(number: int, value: dict[str, Any], keys: frozenset[str], what: str) -> None:
@@ -462,11 +470,16 @@ def _int(value: Any) -> bool:
 
 
 def _hashes(number: int, values: Any, what: str) -> list[bytes]:
-    if not isinstance(values, list) or not all(
-        isinstance(v, str) and _HEX64.fullmatch(v) for v in values
+    # one match over the joined hashes once each is a string of 64 characters: an inclusion
+    # proof holds ~20 of them and every event line has one
+    if (
+        not isinstance(values, list)
+        or not all(isinstance(v, str) and len(v) == 64 for v in values)
+        or not _HEX.fullmatch(joined := "".join(values))
     ):
         raise _bad("format", f"line {number}: {what} must be a list of 64-hex hashes")
-    return [bytes.fromhex(v) for v in values]
+    raw = bytes.fromhex(joined)
+    return [raw[at : at + 32] for at in range(0, len(raw), 32)]
 
 
 def _header(
@@ -515,7 +528,9 @@ def _header(
     return cp, (header["events"], header["blobs"]), heads
 
 
-def _event(number: int, value: dict[str, Any], run_id: str) -> tuple[StoredEvent, list[bytes]]:
+def _event(
+    number: int, value: dict[str, Any], run_id: str, body: bytes
+) -> tuple[StoredEvent, list[bytes]]:
     _keys(number, value, EVENT_KEYS, "event")
     for key in ("seq", "stream_version", "schema_version"):
         if not _int(value[key]) or value[key] < 1:
@@ -538,11 +553,21 @@ def _event(number: int, value: dict[str, Any], run_id: str) -> tuple[StoredEvent
         event_type=value["event_type"],
         schema_version=value["schema_version"],
         recorded_at=value["recorded_at"],
-        payload=canonical(value["payload"]),
+        payload=_payload_bytes(body),
         parent_hash=value["parent_hash"],
         event_hash=value["event_hash"],
     )
     return e, proof
+
+
+def _payload_bytes(body: bytes) -> bytes:
+    """The payload's canonical bytes, cut from its event line (canonical, so the payload's
+    own bytes are in it as they are stored). The line's keys before "payload" hold strings,
+    in which `,"` cannot occur unescaped, so the first `,"payload":` is the event's; after it
+    come "proof" and keys of strings and integers only, so the last `,"proof":[` ends the
+    payload. A cut in the wrong place could only fail the event's hash check, never pass it.
+    """
+    return body[body.index(b',"payload":') + 11 : body.rindex(b',"proof":[')]
 
 
 def _blob(number: int, value: dict[str, Any]) -> tuple[str, bytes]:
@@ -642,7 +667,7 @@ def import_bundle(store: Store, path: Path) -> ImportResult:
         )
     with store.transaction(write=True) as conn:
         outcome = audit_store.import_run_verbatim(
-            store, conn, content.run_id, content.records, content.blobs
+            store, conn, content.run_id, content.records, content.blobs, content.view
         )
     seqs = [e.seq for e in outcome.imported]
     return ImportResult(

@@ -7,6 +7,7 @@ exactly what was decided. The decision rules themselves live in `ledger/decide.p
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,7 @@ def noise_aware(
     session drift comes from the run's A/A remeasures."""
     from ledger import stats
 
-    config = stats.StatisticsConfig.from_recorded(evidence.statistics)
+    config = _recorded_config(evidence.statistics)
     seed = stats.derive_seed(
         canonical(
             {
@@ -57,7 +58,8 @@ def noise_aware(
                 "weights": weights,
                 "best": best_samples,
                 "candidate": candidate_samples,
-            }
+            },
+            string_keys=True,  # JSON types only: str, int and lists of floats or None
         )
     )
     drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
@@ -75,6 +77,28 @@ def noise_aware(
         cand_medians=candidate_medians,
     )
     return outcome.decision, {**outcome.evidence, **drift.to_evidence()}
+
+
+def _recorded_config(statistics: Any) -> Any:
+    """`StatisticsConfig.from_recorded`, built once per distinct recorded `statistics` (a
+    replay asks for the same run's settings at every decision)."""
+    from ledger import stats
+
+    if statistics is None:
+        return _config_of(None)
+    if not isinstance(statistics, dict):
+        return stats.StatisticsConfig.from_recorded(statistics)
+    try:
+        return _config_of(tuple(sorted((k, type(v), v) for k, v in statistics.items())))
+    except TypeError:  # a value that cannot be a key (a list, say): build it every time
+        return stats.StatisticsConfig.from_recorded(statistics)
+
+
+@functools.lru_cache(maxsize=64)
+def _config_of(key: tuple[tuple[str, type, Any], ...] | None) -> Any:
+    from ledger import stats
+
+    return stats.StatisticsConfig.from_recorded(None if key is None else {k: v for k, _, v in key})
 
 
 def decide_round(

@@ -14,9 +14,13 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from ledger.hashing import canonical
 
+# Every model refuses NaN and Infinity where a number is typed: JSON has no such numbers, and
+# a payload must not become something else (null) on its way to canonical bytes.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
 
 class Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
 
     event_type: ClassVar[str]
     schema_version: ClassVar[int] = 1
@@ -54,7 +58,7 @@ class FileRef(_OmitsUnset):
     without symlinks, and every event recorded before these fields existed, serializes
     exactly as `{path, sha256, size}`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ("resolved_path", "written_path")
     path: str
     sha256: str
@@ -64,13 +68,13 @@ class FileRef(_OmitsUnset):
 
 
 class CaseWeight(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     id: str
     weight: float
 
 
 class ObjectiveFields(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     target_relative_improvement: float
     min_relative_improvement: float
     noise_floor: float
@@ -78,7 +82,7 @@ class ObjectiveFields(BaseModel):
 
 
 class LimitFields(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     max_rounds: int
     max_consecutive_failures: int
 
@@ -87,7 +91,7 @@ class NamedPath(_OmitsUnset):
     """A file an input named that was not there: its absolute path and, when that differs,
     the path as written."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ("written_path",)
     path: str
     written_path: str | None = None
@@ -101,7 +105,7 @@ class Measurement(_OmitsUnset):
     on their own. It is present only then, so every other measurement serializes as it did
     before the field existed."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found",)
     case_id: str
     median_us: float
@@ -171,7 +175,7 @@ class RoundSubmitted(Event):
 
 
 class BestKernel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     sha256: str
     path: str
     round: int
@@ -181,7 +185,7 @@ class BestKernel(BaseModel):
 class MechanismCheck(BaseModel):
     """Did the profiler signal the round named move the way it said, by enough?"""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     metric: str
     direction: Literal["increase", "decrease"]
     min_change: float
@@ -193,7 +197,7 @@ class MechanismCheck(BaseModel):
 class StartProfile(BaseModel):
     """The best kernel's latest profile when the round was decided."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _CONFIG
     kernel_sha256: str
     bottleneck: str | None
     signals: dict[str, float]

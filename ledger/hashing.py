@@ -6,10 +6,17 @@ because the stored payload already *is* canonical, the envelope is assembled aro
 bytes instead of re-canonicalizing the payload. `envelope_bytes` is property-tested
 byte-equal to `rfc8785.dumps` of the whole envelope.
 
-`canonical` is the fast path: the standard library's C JSON encoder (sorted keys, no
-whitespace, UTF-8) produces RFC 8785 bytes for almost every value; the few constructs where
-the two differ are recognised in the encoder's output and handled exactly, or the value is
-handed to the `rfc8785` package, which stays the oracle (tests/unit/test_fast_canonical.py).
+`canonical` is the fast path: a JSON encoder with sorted keys and no whitespace produces
+RFC 8785 bytes for almost every value; the few constructs where the two differ are
+recognised in the encoder's output and handled exactly, or the value is handed to the
+`rfc8785` package, which stays the oracle (tests/unit/test_fast_canonical.py). The encoder
+is `orjson` for values vouched to hold JSON types only (`string_keys=True`: JSON-mode dumps
+of the event models, parsed JSON), else the standard library's C encoder; whatever `orjson`
+writes differently goes to the C encoder's path, which declines the rest to the oracle.
+
+`parse_canonical` is the check in the other direction, for bytes that should already be
+canonical (stored payloads, bundle lines): parse once, and prove the bytes equal the
+canonical form of their parse without the slow path wherever the fast one can tell.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from collections.abc import Mapping
 from json.encoder import encode_basestring
 from typing import Any
 
+import orjson
+
 from ledger.errors import InputError
 
 ZERO_HASH = "0" * 64
@@ -30,12 +39,18 @@ MAX_SAFE_INTEGER = 2**53 - 1
 def canonical(value: Any, *, string_keys: bool = False) -> bytes:
     """RFC 8785 bytes of a JSON value.
 
-    `string_keys=True` vouches that every object key is a `str` (as in pydantic's JSON-mode
-    dumps, which turn every key into a string) and skips that check.
+    `string_keys=True` vouches that the value holds JSON types only: dicts with `str` keys,
+    lists, str, int, float, bool and None (as pydantic's JSON-mode dumps and `json.loads`
+    produce). It skips the key check and lets `orjson` encode (which would also encode
+    types JSON does not have, such as UUIDs and enums).
 
     >>> canonical({"b": 1.0, "a": [True, None]})
     b'{"a":[true,null],"b":1}'
     """
+    if string_keys:
+        fast = _orjson_canonical(value)
+        if fast is not None:
+            return fast
     fast = _fast_canonical(value, string_keys)
     if fast is not None:
         return fast
@@ -56,7 +71,11 @@ _encode = json.JSONEncoder(
     check_circular=False,
 ).encode
 _CONTAINERS = (dict, list, tuple)
-_LONG_INTEGER = re.compile(r"[,:\[]-?\d{16}")  # 16 digits that start a number
+# 16 digits that start a number (after ",", ":" or "[", and maybe "-"), looked for as one
+# plain substring once every digit is written 0, every ":" and "[" as "," and every "-"
+# dropped: a regular expression costs ten times as much
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789:[", b"000000000,,")
+_LONG_START = b"," + b"0" * 16
 _NEGATIVE_ZERO = re.compile(r"-0\.0(?!\d)")
 # An integral float is written "2.0" by Python and "2" by RFC 8785; outside strings ".0" can
 # only end such a number, and a number is always followed by one of these three characters.
@@ -80,6 +99,66 @@ def _fast_canonical(value: Any, string_keys: bool = False) -> bytes | None:
         text = _encode(value)
     except (TypeError, ValueError, RecursionError):
         return None  # not JSON (or NaN/Infinity): let the oracle say why
+    if not string_keys and not _string_keys(value):
+        return None
+    return _repaired(text)
+
+
+# orjson: sorted keys; subclasses, dataclasses and datetimes go to `_refuse` instead of being
+# encoded their own way (the C encoder and the oracle refuse them, or encode a subclass as
+# its base type, which the C encoder's path does the same as the oracle).
+_ORJSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+def _orjson_canonical(value: Any) -> bytes | None:
+    """RFC 8785 bytes from `orjson`, or None where its output may differ.
+
+    For a value of JSON types only, `orjson` writes what the C encoder writes (the same
+    escapes, raw non-ASCII characters, "2.0" for integral floats, "-0.0", keys in code-point
+    order) except where both differ from RFC 8785 anyway: exponents (`orjson` from 1e16 and
+    below 1e-5) and NaN/Infinity, which it writes as null. The event models refuse
+    non-finite numbers (`allow_inf_nan=False`) and JSON-mode dumps write them as null before
+    any encoder sees them; `json.loads` output is never non-finite unless the text spelled
+    NaN or Infinity, which is not canonical JSON. It refuses lone surrogates, non-string
+    keys, integers beyond 64 bits and nesting beyond 254 levels: then None, as for every
+    output the guards of `_repaired` decline.
+    """
+    if not isinstance(value, _CONTAINERS):
+        return None
+    try:
+        data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return None
+    return _repaired(data.decode())
+
+
+def parse_canonical(data: bytes) -> Any | None:
+    """The JSON value (an object or array) that `data` holds, when `data` are exactly its
+    RFC 8785 bytes and the fast path can prove it; None otherwise (not JSON, not canonical,
+    or a form the fast path leaves to the oracle): the caller then decides the slow way.
+
+    Sound because the fast path's output is RFC 8785 of the parsed value, and bytes equal to
+    that output are canonical text, which `orjson.loads` and `json.loads` read to the same
+    value (no integers of 16 digits or more pass `_repaired`, so none beyond 64 bits)."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return value if _orjson_canonical(value) == data else None
+
+
+def _repaired(text: str) -> bytes | None:
+    """The RFC 8785 bytes of an encoder's sorted, compact output, or None where the output
+    may differ from RFC 8785 in a way not repaired here (see `_fast_canonical`)."""
     if '\\"' in text:
         return None  # a string holds a quote or ends in a backslash: splitting below would lie
     if not text.isascii():
@@ -88,24 +167,29 @@ def _fast_canonical(value: Any, string_keys: bool = False) -> bytes | None:
                 return None  # characters beyond U+FFFF: UTF-16 key order may differ
         except UnicodeEncodeError:
             return None  # a lone surrogate
-    if not string_keys and not _string_keys(value):
-        return None
     outside = "".join(text.split('"')[::2])  # everything but the strings' contents
     if "e+" in outside or "e-" in outside:
         return None  # exponent notation
     if "-0.0" in outside and _NEGATIVE_ZERO.search(outside):
         return None
-    if len(outside) >= 16 and _LONG_INTEGER.search(outside):
+    if len(outside) >= 16 and _long_integer(outside):
         return None  # an integer that may be beyond 2^53-1
-    if ".0" in outside:
-        if all(outside.count(old) == text.count(old) for old, _ in _INTEGRAL_ENDS):
-            for old, new in _INTEGRAL_ENDS:
+    ends = [(old, new) for old, new in _INTEGRAL_ENDS if old in outside]
+    if ends:
+        if all(outside.count(old) == text.count(old) for old, _ in ends):
+            for old, new in ends:
                 text = text.replace(old, new)
         else:  # a string holds the same characters: repair between the strings only
             parts = text.split('"')
             parts[::2] = [_integral(part) for part in parts[::2]]
             text = '"'.join(parts)
     return text.encode()
+
+
+def _long_integer(outside: str) -> bool:
+    """Whether the text outside strings (ASCII only) holds a number of 16 or more integer
+    digits."""
+    return _LONG_START in outside.encode().translate(_DIGITS_AS_ZERO, b"-")
 
 
 def _integral(outside: str) -> str:

@@ -120,8 +120,9 @@ class ProfileRow:
 
 
 def signals_text(signals: dict[str, float]) -> str:
-    """Profile signals as stored in projection rows: canonical JSON text."""
-    return canonical(signals).decode()
+    """Profile signals as stored in projection rows: canonical JSON text (the event models
+    hold them as a dict of str to float: JSON types only)."""
+    return canonical(signals, string_keys=True).decode()
 
 
 @dataclass(frozen=True, slots=True)

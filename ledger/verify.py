@@ -32,8 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, select
-
 from ledger import projections
 from ledger.controller import conclusion_event
 from ledger.errors import InputError
@@ -49,11 +47,10 @@ from ledger.events import (
     load_event,
 )
 from ledger.evidence import RunEvidence
-from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
+from ledger.hashing import ZERO_HASH, canonical, event_hash, parse_canonical, sha256_hex
 from ledger.projections import RunView
 from ledger.round import admit, decision
 from ledger.store.eventstore import Store, StoredEvent
-from ledger.store.tables import blobs
 
 CHECKS = ("seq", "hash", "chain", "canonical", "payload", "replay", "projection", "blobs")
 CHAIN_CHECKS = CHECKS[:3]
@@ -137,13 +134,29 @@ class _Concluded:
     warnings: list[str]
 
 
+@dataclass(slots=True)
+class _Head:
+    """A run's chain head, for the per-event checks alone (`LedgerCheck`)."""
+
+    version: int = 0
+    last_hash: str = ZERO_HASH
+
+
 def _fail(e: StoredEvent | None, check: str, reason: str) -> ReplayStop:
     if e is None:
         return ReplayStop(Failure(None, None, None, check, reason))
     return ReplayStop(Failure(e.seq, e.stream_id, e.stream_version, check, reason))
 
 
-def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int | None) -> Event:
+def _check_record(
+    e: StoredEvent,
+    state: _Stream | _Concluded | _Head,
+    expected_seq: int | None,
+    payload_value: Any = None,
+) -> Event:
+    """The seq, hash, chain, canonical and payload checks of one event; its parsed event.
+    `payload_value`: the payload's JSON value, from a caller that has proven `e.payload` to
+    be its canonical bytes already (a bundle line checked whole)."""
     if expected_seq is not None and e.seq != expected_seq:
         raise _fail(e, "seq", GAP.format(expected=expected_seq, seq=e.seq))
     if e.computed_hash() != e.event_hash:
@@ -154,6 +167,20 @@ def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int
         )
     if e.parent_hash != state.last_hash:
         raise _fail(e, "chain", BAD_PARENT)
+    value = payload_value if payload_value is not None else _canonical_value(e)
+    try:
+        return load_event(e.event_type, e.schema_version, value)
+    except ValueError as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise _fail(e, "payload", f"{e.event_type} payload is invalid: {reason}") from None
+
+
+def _canonical_value(e: StoredEvent) -> Any:
+    """The payload's JSON value, once its bytes are proven RFC 8785 canonical (the fast
+    check where it can tell, else a parse and the canonicalizer, which names the fault)."""
+    value = parse_canonical(e.payload)
+    if value is not None:
+        return value
     try:
         value = json.loads(e.payload)
     except (ValueError, UnicodeDecodeError):
@@ -164,11 +191,7 @@ def _check_record(e: StoredEvent, state: _Stream | _Concluded, expected_seq: int
         raise _fail(e, "canonical", f"payload cannot be canonical: {exc.__cause__}") from None
     if canonical_bytes != e.payload:
         raise _fail(e, "canonical", "payload bytes are not RFC 8785 canonical")
-    try:
-        return load_event(e.event_type, e.schema_version, value)
-    except ValueError as exc:
-        reason = " ".join(str(exc).split())[:300]
-        raise _fail(e, "payload", f"{e.event_type} payload is invalid: {reason}") from None
+    return value
 
 
 def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
@@ -385,7 +408,7 @@ def _conclude(store: Store, conn, stream_id: str, state: _Stream) -> _Concluded:
         state.version,
         state.last_hash,
         _projection_fault(stream_id, state.view, stored),
-        _missing_kernel(conn, state.kernels),
+        _missing_kernel(store, conn, state.kernels),
         state.warnings,
     )
 
@@ -436,15 +459,10 @@ def _check_projections(
             raise _fail(None, "projection", fault)
 
 
-_STORED_DIGESTS = select(blobs.c.sha256).where(blobs.c.sha256.in_(bindparam("d", expanding=True)))
-
-
-def _missing_kernel(conn, kernels: set[str]) -> str | None:
+def _missing_kernel(store: Store, conn, kernels: set[str]) -> str | None:
     """The first (in sha256 order) of these kernel sources that is not stored."""
     wanted = sorted(kernels)
-    stored: set[str] = set()
-    for start in range(0, len(wanted), 500):
-        stored.update(conn.execute(_STORED_DIGESTS, {"d": wanted[start : start + 500]}).scalars())
+    stored = store.stored_digests(conn, wanted)
     return next((digest for digest in wanted if digest not in stored), None)
 
 
@@ -456,7 +474,7 @@ def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -
         if type(state) is _Concluded:
             missing = state.missing_kernel
         else:
-            missing = _missing_kernel(conn, state.kernels)
+            missing = _missing_kernel(store, conn, state.kernels)
         if missing is not None:
             raise _fail(None, "blobs", f"run {stream_id!r}: kernel source {missing} is not stored")
 
@@ -476,6 +494,27 @@ def rebuild_projections(store: Store) -> int:
     return len(views)
 
 
+class LedgerCheck:
+    """The per-event checks of `verify` (seq gapless from 1, hash, chain, canonical payload,
+    payload validates) over a whole ledger's events in seq order, without the replay, for a
+    reader that moves them (`db copy`). Memory: one chain head per run."""
+
+    def __init__(self) -> None:
+        self._heads: dict[str, _Head] = {}
+        self._expected = 1
+
+    def check(self, e: StoredEvent) -> Event:
+        """Check the next event and move its run's head past it; returns the parsed event.
+        Raises `ReplayStop` with the failure."""
+        head = self._heads.get(e.stream_id)
+        if head is None:
+            head = self._heads[e.stream_id] = _Head()
+        event = _check_record(e, head, self._expected)
+        head.version, head.last_hash = e.stream_version, e.event_hash
+        self._expected += 1
+        return event
+
+
 class RunReplay:
     """One run's events replayed in order under the checks `verify` applies to each (hash,
     stream version, parent link, then the replay rules), for a reader that is not a store,
@@ -484,14 +523,20 @@ class RunReplay:
     def __init__(self) -> None:
         self._state = _Stream()
 
-    def check(self, e: StoredEvent) -> Event:
-        """The event's own checks (hash, version, parent); returns the parsed event."""
-        return _check_record(e, self._state, None)
+    def check(self, e: StoredEvent, payload_value: Any = None) -> Event:
+        """The event's own checks (hash, version, parent, canonical payload); returns the
+        parsed event. `payload_value`: see `_check_record`."""
+        return _check_record(e, self._state, None, payload_value)
 
     def apply(self, e: StoredEvent, event: Event) -> None:
         """Replay a checked event and move the run's head past it."""
         _replay(e, self._state, event)
         self._state.version, self._state.last_hash = e.stream_version, e.event_hash
+
+    @property
+    def view(self) -> RunView | None:
+        """The run's projection rows, folded from the events replayed so far."""
+        return self._state.view
 
     @property
     def kernels(self) -> set[str]:

@@ -103,14 +103,17 @@ def import_run_verbatim(
     run_id: str,
     records: Sequence[StoredEvent],
     blobs: Sequence[bytes],
+    view: RunView | None = None,
 ) -> ImportOutcome:
     """Append one run's events exactly as another ledger stored them (same event ids,
     versions, times, payload bytes, parent and event hashes); only `seq` is assigned here,
     at the end of this ledger.
 
-    `records` must be the run's chain from version 1 (the caller verified it). Versions this
-    ledger already holds must be the very same events: then they are skipped, so importing
-    again writes nothing. Any difference is refused and nothing is written.
+    `records` must be the run's chain from version 1 (the caller verified it), and `view`,
+    when given, the projection folded from all of them (the caller's replay did): then the
+    events are not parsed again here. Versions this ledger already holds must be the very
+    same events: then they are skipped, so importing again writes nothing. Any difference
+    is refused and nothing is written.
     """
     if not records:
         raise InputError("the bundle holds no events")
@@ -144,9 +147,14 @@ def import_run_verbatim(
             f"event id {clash[0]} of the bundle is already used by run {clash[1]!r} version "
             f"{clash[2]} in this ledger; nothing was imported"
         )
-    rows = store.write(conn, run_id, (head_version, head_hash), new)
+    # the caller verified the bundle's hashes; the writer checks versions and parents
+    rows = store.write(conn, run_id, (head_version, head_hash), new, hashes_checked=True)
     store.put_blobs(conn, list(blobs))
-    _refold(store, conn, run_id, [*present, *rows])
+    if view is None:
+        _refold(store, conn, run_id, [*present, *rows])
+    else:
+        before = store.stored_projection(conn, run_id) if present else None
+        store.save_view(conn, before, view)
     return ImportOutcome(run_id, rows, len(present))
 
 

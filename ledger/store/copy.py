@@ -2,7 +2,10 @@
 
 The events are copied verbatim (same seq, ids, versions, times, payload bytes, parent and
 event hashes), never re-appended, so every hash, every run's chain and the Merkle tree head
-survive the move between SQLite and PostgreSQL in either direction. So is every other table
+survive the move between SQLite and PostgreSQL in either direction. Each event passes the
+per-event checks of `verify` on the way (`verify.LedgerCheck`: seq, hash, chain, canonical
+payload, payload validates), so a damaged source is refused, not copied; nothing is
+canonicalized or hashed anew. So is every other table
 of recorded facts (blobs, ledger_info with the ledger's id, stored checkpoints, and any
 table a later revision adds), row for row. The projection tables (`PROJECTION_TABLES`) are
 not copied: they are folded again from the copied events, as a rebuild would.
@@ -27,10 +30,12 @@ from sqlalchemy.engine import make_url
 
 from ledger import merkle, projections
 from ledger.errors import CheckFailed, InputError, LedgerError
+from ledger.events import Event
 from ledger.hashing import ZERO_HASH
 from ledger.projections import RunView
-from ledger.store.eventstore import EVENT_COLUMNS, Store, StoredEvent, parse_url
+from ledger.store.eventstore import Store, StoredEvent, event_row, parse_url
 from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
+from ledger.verify import LedgerCheck, ReplayStop
 
 BATCH = 1000
 
@@ -103,13 +108,13 @@ def copy_ledger(
         tree = merkle.TreeBuilder()
         digest = hashlib.sha256()
         folds = _Folds(target, dst)
+        check = LedgerCheck()
         writer = _Writer(target, dst)
-        page: list[StoredEvent] = []
+        page: list[tuple[StoredEvent, Event]] = []
         for e in source.iter_events(src, batch=BATCH):
-            page.append(e)
-            row = _row(e)
+            page.append((e, _checked(check, e)))
             tree.append(bytes.fromhex(e.event_hash))
-            _digest_row(digest, row)
+            _digest_row(digest, event_row(e))
             if len(page) == BATCH:
                 writer.write(page)
                 folds.add(page)
@@ -138,9 +143,9 @@ def copy_ledger(
 class _Writer:
     """The copied events go through the target store's one writer (`Store.write`), a run of
     consecutive events of one stream per call, each at the seq after the last one written:
-    the source's own, since its seq is gapless from 1 (checked here). The writer checks that
-    each event continues its run's chain and that its hash holds; a source that fails
-    either is refused and nothing is written."""
+    the source's own, since its seq is gapless from 1 (`LedgerCheck` checked it, and each
+    event's hash, on the way). The writer checks that each event continues its run's chain;
+    a source that does not is refused and nothing is written."""
 
     def __init__(self, target: Store, dst: Connection) -> None:
         self.target = target
@@ -148,8 +153,8 @@ class _Writer:
         self.heads: dict[str, tuple[int, str]] = {}
         self.seq = 0
 
-    def write(self, page: list[StoredEvent]) -> None:
-        for stream_id, events in groupby(page, key=attrgetter("stream_id")):
+    def write(self, page: list[tuple[StoredEvent, Event]]) -> None:
+        for stream_id, events in groupby((e for e, _ in page), key=attrgetter("stream_id")):
             batch = list(events)
             first = batch[0]
             if first.seq != self.seq + 1:
@@ -159,12 +164,25 @@ class _Writer:
                 )
             head = self.heads.get(stream_id, (0, ZERO_HASH))
             try:
-                written = self.target.write(self.dst, stream_id, head, batch, after_seq=self.seq)
+                written = self.target.write(
+                    self.dst, stream_id, head, batch, after_seq=self.seq, hashes_checked=True
+                )
             except InputError as exc:
                 raise CheckFailed(f"the source ledger's {exc}; run verify on it") from None
             last = written[-1]
             self.heads[stream_id] = (last.stream_version, last.event_hash)
             self.seq = last.seq
+
+
+def _checked(check: LedgerCheck, e: StoredEvent) -> Event:
+    try:
+        return check.check(e)
+    except ReplayStop as stop:
+        f = stop.failure
+        raise CheckFailed(
+            f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) does "
+            f"not verify ({f.check}: {f.reason}); run verify on it. Nothing was written"
+        ) from None
 
 
 def _refuse_unless_empty(target: Store, conn: Connection) -> None:
@@ -205,10 +223,6 @@ def _plain(row) -> dict[str, object]:
     return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
 
 
-# an events row in column order, as the store inserts it
-_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
-
-
 class _Folds:
     """The projection rows of the copied runs, folded a page of events at a time: each run's
     events of a page in one `fold_into` call, not one view per event. A run's rows are
@@ -225,10 +239,10 @@ class _Folds:
     def runs(self) -> int:
         return len(self.open) + len(self.written)
 
-    def add(self, page: list[StoredEvent]) -> None:
-        by_run: dict[str, list[StoredEvent]] = {}
-        for e in page:
-            by_run.setdefault(e.stream_id, []).append(e)
+    def add(self, page: list[tuple[StoredEvent, Event]]) -> None:
+        by_run: dict[str, list[tuple[StoredEvent, Event]]] = {}
+        for item in page:
+            by_run.setdefault(item[0].stream_id, []).append(item)
         for run_id, found in by_run.items():
             if run_id in self.written:  # an event after the run concluded: its rows so far
                 before = self.target.load_view(self.dst, run_id)
@@ -248,16 +262,16 @@ class _Folds:
         self.open.clear()
 
 
-def _fold(view: RunView | None, found: list[StoredEvent]) -> RunView:
+def _fold(view: RunView | None, found: list[tuple[StoredEvent, Event]]) -> RunView:
     try:
         return projections.fold_into(
-            view, ((e.stream_version, e.recorded_at, e.event()) for e in found)
+            view, ((e.stream_version, e.recorded_at, event) for e, event in found)
         )
     except (LedgerError, ValueError):
         pass
-    for e in found:  # name the event that does not fold
+    for e, event in found:  # name the event that does not fold
         try:
-            view = projections.apply(view, e.stream_version, e.recorded_at, e.event())
+            view = projections.apply(view, e.stream_version, e.recorded_at, event)
         except (LedgerError, ValueError) as exc:
             raise CheckFailed(
                 f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) "
@@ -295,7 +309,7 @@ def _check_read_back(
     digest = hashlib.sha256()
     seen = 0
     for e in target.iter_events(dst, batch=BATCH):
-        _digest_row(digest, _row(e))
+        _digest_row(digest, event_row(e))
         seen += 1
     copied_blobs, copied_digest = 0, hashlib.sha256()
     for sha, content in target.iter_blobs(dst):

@@ -137,6 +137,10 @@ EVENT_COLUMNS = (
 )
 
 
+# a StoredEvent as an events row (`EVENT_COLUMNS` order)
+event_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
+
+
 def _stored(row: Any) -> StoredEvent:
     """A stored event from a row of EVENT_COLUMNS (positional: this runs once per event
     read, millions of times in a verify)."""
@@ -682,20 +686,29 @@ class Store:
         find the new ones, one executemany to insert them); returns the digests in order."""
         digests = [sha256_hex(data) for data in contents]
         new = dict(zip(digests, contents, strict=True))
+        for digest in self.stored_digests(conn, list(new)):
+            del new[digest]
         if new:
             mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-            present = conn.exec_driver_sql(
-                f"SELECT sha256 FROM blobs WHERE sha256 IN ({', '.join([mark] * len(new))})",
-                tuple(new),
-            )
-            for (digest,) in present:
-                del new[digest]
-        if new:
             conn.exec_driver_sql(
                 f"INSERT INTO blobs (sha256, size, content) VALUES ({mark}, {mark}, {mark})",
                 [(d, len(data), data) for d, data in new.items()],
             )
         return digests
+
+    def stored_digests(self, conn: Connection, digests: Sequence[str]) -> set[str]:
+        """Which of these blob digests are stored (one plain query per 500: a statement
+        SQLAlchemy would compile again for every length of the list)."""
+        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        found: set[str] = set()
+        for start in range(0, len(digests), 500):
+            chunk = tuple(digests[start : start + 500])
+            rows = conn.exec_driver_sql(
+                f"SELECT sha256 FROM blobs WHERE sha256 IN ({', '.join([mark] * len(chunk))})",
+                chunk,
+            )
+            found.update(digest for (digest,) in rows)
+        return found
 
     def get_blob(self, conn: Connection, digest: str) -> bytes | None:
         row = conn.execute(select(blobs.c.content).where(blobs.c.sha256 == digest)).first()
@@ -716,11 +729,12 @@ class Store:
     # --- projections ---------------------------------------------------------------------
 
     def load_view(self, conn: Connection, run_id: str) -> RunView | None:
-        row = conn.execute(_RUN_ROW, {"run": run_id}).first()
-        if row is None:
+        # read with the driver's cursor (`_fetch`): `verify` reads every run's rows back
+        found = _fetch(conn, _RUN_ROW, {"run": run_id}, _RUN_BOOLEANS)
+        if not found:
             return None
-        cases = conn.execute(_CASE_ROWS, {"run": run_id})
-        return RunView(run=RunRow(*row), cases=tuple(CaseRow(*c) for c in cases))
+        cases = _fetch(conn, _CASE_ROWS, {"run": run_id}, ())
+        return RunView(run=RunRow(*found[0]), cases=tuple(CaseRow(*c) for c in cases))
 
     def save_view(self, conn: Connection, before: RunView | None, after: RunView) -> None:
         # Rows go to the driver as plain tuples in column order, through statements written
@@ -750,8 +764,8 @@ class Store:
         view = self.load_view(conn, run_id)
         if view is None:
             return None
-        rows = conn.execute(_RUN_ROUNDS, {"run": run_id})
-        found = conn.execute(_RUN_PROFILES, {"run": run_id})
+        rows = _fetch(conn, _RUN_ROUNDS, {"run": run_id}, _ROUND_BOOLEANS)
+        found = _fetch(conn, _RUN_PROFILES, {"run": run_id}, ())
         return RunView(
             run=view.run,
             cases=view.cases,
@@ -872,6 +886,9 @@ _LATEST_PROFILE = (
 _RUN_ROW = select(*(runs.c[name] for name in RunRow.__slots__)).where(
     runs.c.run_id == bindparam("run")
 )
+_RUN_BOOLEANS = tuple(
+    i for i, name in enumerate(RunRow.__slots__) if runs.c[name].type.python_type is bool
+)
 _CASE_ROWS = (
     select(*(run_cases.c[name] for name in CaseRow.__slots__))
     .where(run_cases.c.run_id == bindparam("run"))
@@ -981,33 +998,47 @@ def _driver_sql(conn: Connection, statement: Any, values: dict[str, Any]) -> tup
 _COMPILED: dict[tuple[str, str, Any], tuple[str, dict[str, Any], Any]] = {}
 
 
-def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
-    """Rounds from a SELECT of `_ROUND_COLUMNS`, read with the driver's cursor.
+def _fetch(
+    conn: Connection, statement: Any, values: dict[str, Any], booleans: Sequence[int]
+) -> list[Sequence[Any]]:
+    """The rows of a statement built once, read with the driver's cursor (`_driver_rows`),
+    the columns at `booleans` made bool as SQLAlchemy made them."""
+    rows = _driver_rows(conn, *_driver_sql(conn, statement, values))
+    if not booleans or conn.dialect.name != "sqlite":
+        return rows
+    return [_with_booleans(row, booleans) for row in rows]
 
-    History returns hundreds of rows at a time; SQLAlchemy's result rows (a row object and
-    type processing per row) cost as much as SQLite's own work on an indexed query, so the
-    rows are taken from the driver as they are. The one conversion SQLAlchemy did is done
-    here: SQLite returns booleans as 0 and 1. Driver errors are raised as SQLAlchemy's, so
-    `Store.transaction` reports them as it does every other.
-    """
+
+def _driver_rows(conn: Connection, sql: str, params: Any) -> list[Sequence[Any]]:
+    """Rows read with the driver's cursor: SQLAlchemy's result rows (a row object and type
+    processing per row) cost as much as SQLite's own work on an indexed query. Driver
+    errors are raised as SQLAlchemy's, so `Store.transaction` reports them as it does
+    every other."""
     dbapi = conn.dialect.loaded_dbapi
     try:
         with contextlib.closing(conn.connection.cursor()) as cursor:
             cursor.execute(sql, params)
-            rows = cursor.fetchall()
+            return cursor.fetchall()
     except dbapi.Error as exc:
         raise sa_exc.DBAPIError.instance(sql, params, exc, dbapi.Error) from exc
-    if conn.dialect.name != "sqlite":
-        return list(map(RoundRow._make, rows))
-    return [_sqlite_round(row) for row in rows]
 
 
-def _sqlite_round(row: Sequence[Any]) -> RoundRow:
+def _with_booleans(row: Sequence[Any], booleans: Sequence[int]) -> list[Any]:
     values = list(row)
-    for i in _ROUND_BOOLEANS:
+    for i in booleans:
         if values[i] is not None:
             values[i] = bool(values[i])
-    return RoundRow._make(values)
+    return values
+
+
+def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
+    """Rounds from a SELECT of `_ROUND_COLUMNS`, read with the driver's cursor (history
+    returns hundreds of rows at a time). The one conversion SQLAlchemy did is done here:
+    SQLite returns booleans as 0 and 1."""
+    rows = _driver_rows(conn, sql, params)
+    if conn.dialect.name != "sqlite":
+        return list(map(RoundRow._make, rows))
+    return [RoundRow._make(_with_booleans(row, _ROUND_BOOLEANS)) for row in rows]
 
 
 # (filter field, how it compares); a query's shape is which of them are set.

@@ -8,6 +8,7 @@ import random
 
 import audit_kit
 import pytest
+import rfc8785
 from audit_kit import build_ledger, copy_ledger, event_count, read_events, stream_rows
 
 from ledger import bundle
@@ -142,6 +143,8 @@ def test_every_flipped_byte_fails(built, tmp_path):
         ("pretty-printed", "format"),
         ("foreign-blob", "blobs"),
         ("no-final-newline", "format"),
+        ("uppercase-proof-hash", "format"),
+        ("short-proof-hash", "format"),
     ],
 )
 def test_damaged_bundles_fail(built, tmp_path, damage, check):
@@ -169,6 +172,11 @@ def test_damaged_bundles_fail(built, tmp_path, damage, check):
         lines[-1] = bundle._line(blob)
     elif damage == "no-final-newline":
         lines[-1] = lines[-1][:-1]
+    elif damage in ("uppercase-proof-hash", "short-proof-hash"):
+        event = json.loads(lines[2])
+        first = event["proof"][0]
+        event["proof"][0] = first.upper() if damage.startswith("upper") else first[:-1]
+        lines[2] = bundle._line(event)
     report, content = bundle.check_lines(lines)
     assert not report.ok and content is None
     assert report.first_failure.check == check, report.first_failure
@@ -238,3 +246,26 @@ def test_export_refuses_unknown_runs_and_broken_ledgers(built, tmp_path):
     assert cli("export", "--run", RUN_A, "--out", tmp_path).exit_code == 2  # a folder
     missing = cli("verify", "--bundle", tmp_path / "none.jsonl", "--json")
     assert missing.exit_code == 2 and "does not exist" in missing.json()["error"]
+
+
+def test_the_payload_is_cut_from_its_line_exactly():
+    """The payload's canonical bytes are taken from the event line as they stand, also when
+    the payload itself holds a "proof" key or the text of another key."""
+    payload = {"proof": [1, 2], "note": ',"payload":{"x":1}', "z": {"proof": []}}
+    line = rfc8785.dumps(
+        {
+            "type": "event",
+            "event_hash": "0" * 64,
+            "event_id": 'id ,"payload": "',
+            "event_type": "T",
+            "parent_hash": "0" * 64,
+            "payload": payload,
+            "proof": ["a" * 64],
+            "recorded_at": '2026 ,"proof":[',
+            "schema_version": 1,
+            "seq": 1,
+            "stream_id": "s",
+            "stream_version": 1,
+        }
+    )
+    assert bundle._payload_bytes(line) == rfc8785.dumps(payload)

@@ -280,3 +280,69 @@ def test_an_event_that_does_not_fold_is_named_and_nothing_is_written(
     source.close()
     target.close()
     assert all(rows == [] for table, rows in _dump(db_url).items() if table != "ledger_info")
+
+
+@pytest.mark.parametrize(
+    ("change", "check"),
+    [
+        ("payload", "hash"),  # a payload byte changed, its hash left as it was
+        ("rehashed", "canonical"),  # a payload rewritten non-canonically and re-hashed
+        ("parent", "hash"),
+    ],
+)
+def test_a_source_event_that_does_not_verify_is_refused_and_nothing_is_written(
+    tmp_path: Path, source_url: str, db_url: str, change: str, check: str
+):
+    """db copy checks each event it moves (hash, chain, canonical payload) instead of
+    copying damage into a ledger that would then verify no better."""
+    import sqlite3
+
+    from ledger.errors import CheckFailed
+    from ledger.hashing import event_hash
+
+    _campaign_ledger(source_url, tmp_path / "a")
+    path = make_url(source_url).database
+    conn = sqlite3.connect(path)
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    row = conn.execute(
+        "SELECT stream_id, stream_version, event_id, event_type, schema_version, recorded_at, "
+        "parent_hash, payload FROM events WHERE seq = 5"
+    ).fetchone()
+    fields = dict(
+        zip(
+            (
+                "stream_id",
+                "stream_version",
+                "event_id",
+                "event_type",
+                "schema_version",
+                "recorded_at",
+                "parent_hash",
+            ),
+            row[:7],
+            strict=True,
+        )
+    )
+    payload = bytes(row[7])
+    if change == "payload":
+        conn.execute(
+            "UPDATE events SET payload = ? WHERE seq = 5", (payload.replace(b"{", b"{ ", 1),)
+        )
+    elif change == "rehashed":
+        spaced = payload.replace(b"{", b"{ ", 1)
+        digest = event_hash(**fields, payload=spaced)
+        conn.execute(
+            "UPDATE events SET payload = ?, event_hash = ? WHERE seq = 5", (spaced, digest)
+        )
+    else:
+        conn.execute("UPDATE events SET parent_hash = ? WHERE seq = 5", ("1" * 64,))
+    conn.commit()
+    conn.close()
+    source = Store(source_url)
+    target = ledger_copy.open_target(source, db_url)
+    with pytest.raises(CheckFailed, match=rf"event seq 5 \(\S+ v\d+\) does not verify \({check}:"):
+        ledger_copy.copy_ledger(source, target)
+    source.close()
+    target.close()
+    assert all(rows == [] for table, rows in _dump(db_url).items() if table != "ledger_info")

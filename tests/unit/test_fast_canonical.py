@@ -1,22 +1,32 @@
 """The fast canonicalizer (`hashing.canonical`) against its oracle, the `rfc8785` package:
 byte-equal output wherever the oracle gives output, a refusal wherever the oracle refuses.
 
-The fast path uses the C JSON encoder and repairs or declines what it does differently
-(integral floats, exponents, negative zero, large integers, UTF-16 key order, surrogates,
-non-string keys), so the strategies below aim straight at those places."""
+The fast path uses orjson (for values of JSON types only) or the C JSON encoder and repairs
+or declines what they do differently (integral floats, exponents, negative zero, large
+integers, UTF-16 key order, surrogates, non-string keys), so the strategies below aim
+straight at those places. `parse_canonical`, the check that stored bytes are canonical, is
+held to the same oracle."""
 
 from __future__ import annotations
 
 import json
 import math
 
+import orjson
 import pytest
 import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ledger.errors import InputError
-from ledger.hashing import _fast_canonical, canonical, envelope_bytes, envelope_reference
+from ledger.hashing import (
+    _fast_canonical,
+    _orjson_canonical,
+    canonical,
+    envelope_bytes,
+    envelope_reference,
+    parse_canonical,
+)
 
 BOUNDARY_FLOATS = [
     0.0,
@@ -83,6 +93,21 @@ def assert_same_as_oracle(value) -> None:
     assert canonical(value) == expected
     if not _has_non_string_key(value):
         assert canonical(value, string_keys=True) == expected
+        fast = _orjson_canonical(value)
+        assert fast is None or fast == expected
+        _assert_parse_canonical(expected)
+
+
+def _assert_parse_canonical(data: bytes) -> None:
+    """parse_canonical accepts only canonical bytes, and reads them as json.loads does."""
+    value = parse_canonical(data)
+    if value is not None:
+        assert rfc8785.dumps(json.loads(data)) == data
+        assert value == json.loads(data)
+        assert type(value) is type(json.loads(data))
+    spaced = json.dumps(json.loads(data), ensure_ascii=False, indent=1).encode()
+    if spaced != data:
+        assert parse_canonical(spaced) is None
 
 
 def _has_non_string_key(value) -> bool:
@@ -221,3 +246,51 @@ def test_envelope_escapes_like_the_oracle():
     assert envelope_bytes(**fields, payload=rfc8785.dumps(payload)) == envelope_reference(
         fields, payload
     )
+
+
+def test_ordinary_payloads_take_the_orjson_path():
+    payload = {
+        "weights": [1.0, 2.0, 1.0],
+        "ratio": 0.18301676335576167,
+        "small": 1.5e-5,
+        "hypothesis": "Verdoppelte Puffer ≥ 2 — µs gespart, 1.0, übrigens",
+        "nested": [{"a": 100.0, "b": None, "c": True, "d": -0.0123}],
+    }
+    expected = rfc8785.dumps(payload)
+    assert _orjson_canonical(payload) == expected
+    assert parse_canonical(expected) == json.loads(expected)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":1.0}',  # an integral float written as such
+        b'{"b":1,"a":2}',  # keys out of order
+        b'{"a": 1}',  # whitespace
+        b'{"a":1,"a":1}',  # a duplicate key
+        b'{"a":1e-7}',  # RFC 8785 writes 1e-7, but the fast path leaves exponents to the oracle
+        b'{"a":"\\u00e9"}',  # an escape RFC 8785 does not use
+        b'{"a":NaN}',
+        b'{"a":100000000000000000000}',
+        b"[1,2",
+        b"\xff",
+    ],
+)
+def test_parse_canonical_declines_what_it_cannot_prove(data):
+    assert parse_canonical(data) is None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_event_models_refuse_non_finite_numbers(bad):
+    """orjson writes NaN and Infinity as null; the models refuse them before any encoder."""
+    from pydantic import ValidationError
+
+    from ledger.events import CaseWeight, Measurement
+
+    with pytest.raises(ValidationError, match="finite"):
+        Measurement(case_id="c", median_us=bad, repeats=3)
+    with pytest.raises(ValidationError, match="finite"):
+        Measurement(case_id="c", median_us=1.0, repeats=3, samples_us=[1.0, bad])
+    with pytest.raises(ValidationError, match="finite"):
+        CaseWeight(id="c", weight=bad)
+    assert orjson.dumps([bad]) == b"[null]"  # why the refusal matters
