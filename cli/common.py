@@ -38,3 +38,19 @@ def input_path(value: str, flag: str) -> Path:
 
         raise InputError(f"{flag} needs a file path")
     return Path(value)
+
+
+def checked_run_id(value: str | None) -> str | None:
+    """The --run callback: a run id follows the one safe pattern (the Run Manifest's), so a
+    hostile value is a usage error (exit 2) before anything is opened."""
+    from ledger.jsonio import RUN_ID_RE, display
+
+    if value is not None and not RUN_ID_RE.fullmatch(value):
+        raise typer.BadParameter(
+            f"'{display(value)}' is not a run id (ids match {RUN_ID_RE.pattern})"
+        )
+    return value
+
+
+MAX_COUNT = 2**53 - 1
+"""The largest whole number an option takes (the ledger's integers are RFC 8785-safe)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import JSON, input_path, open_service
+from cli.common import JSON, checked_run_id, input_path, open_service
 from cli.output import emit_json, pct, say
 
 
@@ -59,7 +59,9 @@ def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
 
 def record(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to record into."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to record into."
+    ),
     result: str = typer.Option(..., "--result", metavar="FILE", help="Round result JSON."),
     as_json: bool = JSON,
 ) -> None:
@@ -98,13 +100,18 @@ def record(
 
 def analyze(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to conclude."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to conclude."
+    ),
     output_dir: str = typer.Option(
         None,
         "--output-dir",
         metavar="DIR",
         help="Where to write analysis.json, report.md and manifest.json "
         "(default: .vaws-local/ascend-triton/optimization/<run>).",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite output files that hold other content."
     ),
     as_json: bool = JSON,
 ) -> None:
@@ -117,7 +124,7 @@ def analyze(
     folder = (
         Path(output_dir) if output_dir else Path(".vaws-local/ascend-triton/optimization") / run
     )
-    r = run_analyze(open_service(ctx), run, folder)
+    r = run_analyze(open_service(ctx), run, folder, force=force)
     if as_json:
         emit_json(
             {

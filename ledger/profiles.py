@@ -1270,9 +1270,10 @@ def _find_header(text: str, limit: int = _MAX_PREAMBLE_LINES) -> tuple[int, str 
     return 0, None, 0
 
 
-def _sniff(text: str, display: str) -> str:
-    """The format of a CSV file from its header row (preamble lines skipped)."""
-    _, kind, _ = _find_header(text)
+def _sniff(text: str, display: str) -> tuple[str, int, int]:
+    """The format of a CSV file from its header row, the offset of that row and the number
+    of preamble lines before it."""
+    offset, kind, skipped = _find_header(text)
     if kind == "per-core":
         raise InputError(
             f"{display}: is a per-core msprof op table; load its folder, which must hold "
@@ -1283,7 +1284,7 @@ def _sniff(text: str, display: str) -> str:
             f"{display}: not a recognised profile (expected msprof op, op_summary, "
             "kernel_details or ncu --csv columns)"
         )
-    return kind
+    return kind, offset, skipped
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -1410,8 +1411,16 @@ def _load_file(path: Path, kernel_name: str | None, shape: str | None = None) ->
         return _load_msprof_folder(root, _launch_dirs(siblings), kernel_name)
     display = path.name
     text, record = _read(path, display)
-    fmt = "signals-json" if path.suffix.lower() == ".json" else _sniff(text, display)
+    if path.suffix.lower() == ".json":
+        fmt, offset, skipped = "signals-json", 0, 0
+    else:
+        fmt, offset, skipped = _sniff(text, display)
+    if skipped and fmt != "ncu-csv":  # ncu notes its own preamble
+        text = text[offset:]
     profile = _parse_file_text(fmt, text, kernel_name, display, shape)
+    if skipped and fmt != "ncu-csv":
+        note = f"{display}: skipped {skipped} line(s) before the header"
+        profile = replace(profile, notes=(note, *profile.notes))
     if fmt == "signals-json" and kernel_name is not None:
         profile = replace(profile, kernel_name=kernel_name)
     return replace(profile, files=(record,))

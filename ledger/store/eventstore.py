@@ -11,6 +11,7 @@ import contextlib
 import errno
 import functools
 import json
+import math
 import os
 import stat
 import uuid
@@ -34,7 +35,13 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
-from ledger.errors import ConflictError, InputError, SchemaOutOfDate, StoreUnavailable
+from ledger.errors import (
+    CheckFailed,
+    ConflictError,
+    InputError,
+    SchemaOutOfDate,
+    StoreUnavailable,
+)
 from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.jsonio import display
 from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
@@ -55,15 +62,42 @@ def resolve_url(db: str | None) -> str:
     return db or os.environ.get("KERNEL_LEDGER_DB") or DEFAULT_DB
 
 
+_SQLITE_OPTIONS = ("timeout",)
+
+
 def parse_url(url: str, flag: str = "--db") -> Any:
     """The parsed ledger URL (a SQLAlchemy `URL`) of a backend kernel-ledger runs on; `flag`
-    names the option it came from in the error."""
+    names the option it came from in the error. A SQLite URL names a file (an in-memory
+    database keeps nothing a command writes) and takes no options but a numeric `timeout`."""
+    shown = display(url)
     try:
         parsed = make_url(url)
-    except sa_exc.ArgumentError:
-        raise InputError(f"{flag} {url!r} is not a database URL") from None
+        parsed.port  # noqa: B018 - a malformed host or port fails here, not on first use
+    except (sa_exc.ArgumentError, ValueError):
+        raise InputError(f"{flag} {shown!r} is not a database URL") from None
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise InputError(f"{flag} must be a sqlite:// or postgresql+psycopg:// URL, not {url!r}")
+        raise InputError(f"{flag} must be a sqlite:// or postgresql+psycopg:// URL, not {shown!r}")
+    if any("\x00" in str(part) for part in (parsed.database, parsed.host, parsed.username)):
+        raise InputError(f"{flag} {shown!r} holds a NUL character")
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if not database or database == ":memory:" or database.startswith("file:"):
+            raise InputError(
+                f"{flag} {shown!r} is not a ledger file (an in-memory or URI database keeps "
+                "nothing a command writes); name a file: sqlite:///path/to/ledger.sqlite3"
+            )
+        for key, value in parsed.query.items():
+            if key not in _SQLITE_OPTIONS:
+                raise InputError(
+                    f"{flag} {shown!r}: the SQLite URL option {key!r} is not supported "
+                    "(only timeout=SECONDS)"
+                )
+            try:
+                seconds = float(value) if isinstance(value, str) else math.nan
+            except ValueError:
+                seconds = math.nan
+            if not 0 <= seconds <= 3600:
+                raise InputError(f"{flag} {shown!r}: timeout must be 0 to 3600 seconds")
     return parsed
 
 
@@ -242,6 +276,13 @@ class Store:
             ) from None
         if not stat.S_ISREG(info.st_mode):
             raise StoreUnavailable(f"the ledger path {display(path)} is not a regular file")
+        if info.st_nlink > 1 and _other_links(path, info) > 0:
+            raise StoreUnavailable(
+                f"the ledger file {display(path)} has {info.st_nlink} hard links: SQLite keeps "
+                "a write-ahead log per name, so appends made under one name can be lost "
+                "through another; nothing was read or written. Keep one name (delete the "
+                "other links) or copy the file"
+            )
         wal = Path(f"{path}-wal")
         if info.st_size == 0 and not (wal.exists() and wal.stat().st_size > 0):
             raise StoreUnavailable(
@@ -254,7 +295,8 @@ class Store:
     def _create_sqlite_ledger(self, parsed, path: Path) -> None:
         """Make a new ledger at head beside `path`, then link it into place: no process ever
         sees a half-made ledger (or an empty file) at `path`."""
-        temp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        _remove_dead_creations(path)
+        temp = path.with_name(f"{_creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.engine = self._engine(parsed.set(database=str(temp)))
         try:
             with self.transaction(write=True) as conn:
@@ -353,6 +395,13 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def ledger_files(self) -> tuple[Path, ...]:
+        """The files of a SQLite ledger (the database and the files SQLite keeps beside
+        it), which no output may overwrite; none for PostgreSQL."""
+        from ledger.files import ledger_companions
+
+        return ledger_companions(self.path) if self.path is not None else ()
 
     # --- transactions --------------------------------------------------------------------
 
@@ -672,9 +721,15 @@ class Store:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
 
     def ledger_id(self, conn: Connection) -> str:
-        return conn.execute(
+        found = conn.execute(
             select(ledger_info.c.value).where(ledger_info.c.key == "ledger_id")
-        ).scalar_one()
+        ).scalar_one_or_none()
+        if not isinstance(found, str) or not found:
+            raise CheckFailed(
+                "the ledger has no identity (ledger_info.ledger_id is missing): the table was "
+                "emptied or damaged outside kernel-ledger; nothing was done"
+            )
+        return found
 
     # --- blobs ---------------------------------------------------------------------------
 
@@ -788,6 +843,67 @@ def _sqlite_file(parsed) -> Path | None:
 
 def _companions(path: Path) -> tuple[Path, Path]:
     return Path(f"{path}-wal"), Path(f"{path}-shm")
+
+
+def _creation_prefix(path: Path) -> str:
+    """The name a new ledger is made under before it is linked into place: the prefix,
+    followed by the creating process's id, a dash and a random tag."""
+    return f".{path.name}.new-"
+
+
+def _creations(path: Path) -> Iterator[tuple[Path, int]]:
+    """The files a ledger creation at `path` made (companions included), with the id of the
+    process that made them."""
+    prefix = _creation_prefix(path)
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid, _, _ = entry.name[len(prefix) :].partition("-")
+        if pid.isdigit():
+            yield Path(entry.path), int(pid)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _remove_dead_creations(path: Path) -> None:
+    """Delete what an interrupted creation (a process killed while it made the ledger) left
+    beside `path`; the files of a creation still under way are kept."""
+    for leftover, pid in _creations(path):
+        if not _alive(pid):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _other_links(path: Path, info: os.stat_result) -> int:
+    """How many hard links of the ledger file are not its own creation name: a creation
+    links its new file into place and then removes the temporary name (a dead creation's
+    name is removed here)."""
+    others = info.st_nlink - 1
+    for leftover, pid in _creations(path):
+        try:
+            same = leftover.stat().st_ino == info.st_ino and leftover.stat().st_dev == info.st_dev
+        except OSError:
+            continue
+        if same:
+            others -= 1
+            if not _alive(pid):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+    return others
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:

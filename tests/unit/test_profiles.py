@@ -646,3 +646,14 @@ def test_ncu_preamble_lines_with_commas_are_skipped():
     noisy = load_profile(FIXTURES / "ncu" / "with-preamble.csv", kernel_name="add_kernel")
     assert noisy.format == "ncu-csv"
     assert noisy.signals == plain.signals
+
+
+def test_full_run_csv_after_a_preamble_is_read_from_its_header(tmp_path: Path) -> None:
+    path = tmp_path / "kernel_details.csv"
+    path.write_text(
+        "profiling exported by a wrapper, 2 steps\n"
+        "Name,Accelerator Core,Duration(us),Block Dim\nk,AI_VECTOR_CORE,12.5,40\n"
+    )
+    p = load_profile(path)
+    assert p.signals["task_duration_us"] == 12.5
+    assert p.notes[0] == "kernel_details.csv: skipped 1 line(s) before the header"
