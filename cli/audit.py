@@ -8,8 +8,8 @@ import sys
 import typer
 
 from cli import tools
-from cli.common import JSON, input_path, ledger, open_store
-from cli.output import emit_json, error, progress, say
+from cli.common import JSON, MAX_COUNT, checked_run_id, input_path, ledger, open_store
+from cli.output import emit_json, error, progress, say, terminal_safe
 
 CHECKPOINT = typer.Option(
     None,
@@ -73,7 +73,9 @@ def _progress(as_json: bool, what: str = "verifying"):
 
 def verify(
     ctx: typer.Context,
-    run: str = typer.Option(None, "--run", metavar="ID", help="Only this run's events."),
+    run: str = typer.Option(
+        None, "--run", metavar="ID", callback=checked_run_id, help="Only this run's events."
+    ),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
     artifacts: bool = typer.Option(
@@ -163,6 +165,7 @@ def checkpoint(
         None, "--sign", metavar="KEYFILE", help="Sign the note with this Ed25519 signer key."
     ),
     out: str = typer.Option(None, "--out", metavar="FILE", help="Also write the note to FILE."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
     generate_key: str = typer.Option(
         None,
         "--generate-key",
@@ -179,7 +182,7 @@ def checkpoint(
 
     Example: kernel-ledger checkpoint --out checkpoint.txt
     """
-    from ledger import audit
+    from ledger import audit, files
     from ledger.errors import InputError
     from ledger.service import utc_now
 
@@ -188,7 +191,7 @@ def checkpoint(
             raise InputError("--generate-key makes a key and stops; it takes no --sign or --out")
         store = open_store(ctx)
         path = input_path(generate_key, "--generate-key")
-        verifier = audit.generate_key(path, audit.ledger_origin(store))
+        verifier = audit.generate_key(path, audit.ledger_origin(store), store.ledger_files())
         if as_json:
             emit_json({"status": "ok", "signer_key_file": str(path), "verifier_key": verifier})
         else:
@@ -196,17 +199,16 @@ def checkpoint(
         return
     signer = tools.key_arg(sign, "--sign")
     out_path = input_path(out, "--out") if out is not None else None
-    if out_path is not None and out_path.is_dir():
-        raise InputError(f"--out {out_path} is a folder; name the file to write")
     store = open_store(ctx)
+    if out_path is not None:  # refused before the ledger is verified and the note stored
+        files.check_output(out_path, force=force, protected=store.ledger_files())
     on_progress, finish = _progress(as_json)
     made = audit.make_checkpoint(store, signer_key=signer, clock=utc_now, on_progress=on_progress)
     finish()
     if out_path is not None:
-        try:
-            out_path.write_text(made.note, encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+        files.write_output(
+            out_path, made.note.encode("utf-8"), force=force, protected=store.ledger_files()
+        )
     if as_json:
         emit_json(
             {
@@ -231,8 +233,11 @@ def checkpoint(
 
 def export(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to export."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to export."
+    ),
     out: str = typer.Option(..., "--out", metavar="FILE", help="The bundle file to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
     checkpoint: list[str] = typer.Option(
         None,
         "--checkpoint",
@@ -249,7 +254,8 @@ def export(
     from ledger.bundle import export_run
 
     notes = [n for n in (tools.pinned_note(c) for c in checkpoint or []) if n is not None]
-    result = export_run(open_store(ctx), run, input_path(out, "--out"), pinned_notes=notes)
+    out_path = input_path(out, "--out")
+    result = export_run(open_store(ctx), run, out_path, pinned_notes=notes, force=force)
     if as_json:
         emit_json(
             {
@@ -284,13 +290,16 @@ def import_(
         help="With --legacy: the folder the controller ran in, which relative paths in the run "
         "folder's files resolve against (default: the working directory).",
     ),
+    checkpoint: str = CHECKPOINT,
+    verifier_key: str = VERIFIER_KEY,
     as_json: bool = JSON,
 ) -> None:
     """Import a run: a bundle (same event hashes; importing again changes nothing) or, with
     --legacy, a JSON-file controller's run folder replayed and re-decided.
 
     Anything that does not verify or disagrees with a replay is refused (exit 2) and nothing
-    is written.
+    is written. --checkpoint pins the bundle to a checkpoint of the ledger it came from (as
+    verify --bundle --checkpoint does), --verifier-key also requires its signature.
 
     Example: kernel-ledger import softmax-demo-001.bundle.jsonl
     """
@@ -301,11 +310,18 @@ def import_(
     if workspace is not None and legacy is None:
         raise InputError("--workspace goes with --legacy DIR")
     if legacy is not None:
+        if checkpoint is not None or verifier_key is not None:
+            raise InputError("--checkpoint and --verifier-key pin a bundle, not --legacy")
         _import_legacy(ctx, legacy, workspace, as_json)
         return
     from ledger.bundle import import_bundle
 
-    result = import_bundle(open_store(ctx, create=True), input_path(file, "FILE"))
+    note = tools.pinned_note(checkpoint)
+    key = tools.key_arg(verifier_key, "--verifier-key")
+    if key is not None and note is None:
+        raise InputError("--verifier-key checks the signature of a --checkpoint; name one")
+    path = input_path(file, "FILE")
+    result = import_bundle(open_store(ctx, create=True), path, pinned_note=note, verifier_key=key)
     status = "imported" if result.events_imported else "unchanged"
     if as_json:
         emit_json(
@@ -397,7 +413,9 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
 
 def check_merge(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run the kernel comes from."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run the kernel comes from."
+    ),
     kernel: str = typer.Option(..., "--kernel", metavar="PATH", help="The kernel file to merge."),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
@@ -425,7 +443,7 @@ def check_merge(
     if as_json:
         emit_json(out.document)
     elif markdown:
-        sys.stdout.write(result.markdown())
+        sys.stdout.write(terminal_safe(result.markdown()))
     else:
         verdict = "passed" if result.ok else "FAILED"
         say(f"check-merge {verdict}: run {result.run_id}, kernel {result.kernel_path}")
@@ -445,9 +463,15 @@ def check_merge(
 
 def checkout(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to restore from."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to restore from."
+    ),
     round_no: int = typer.Option(
-        None, "--round", metavar="N", help="Round N's candidate (0: the starting kernel)."
+        None,
+        "--round",
+        metavar="N",
+        max=MAX_COUNT,
+        help="Round N's candidate (0: the starting kernel).",
     ),
     out: str = typer.Option(
         None, "--out", metavar="PATH", help="Write the kernel here (default: stdout)."

@@ -6,7 +6,16 @@ import typer
 
 from cli.tools import Ledger, input_path
 
-__all__ = ["JSON", "input_path", "ledger", "ledger_url", "open_service", "open_store"]
+__all__ = [
+    "JSON",
+    "MAX_COUNT",
+    "checked_run_id",
+    "input_path",
+    "ledger",
+    "ledger_url",
+    "open_service",
+    "open_store",
+]
 
 JSON = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
 
@@ -37,3 +46,19 @@ def open_store(ctx: typer.Context, *, check_schema: bool = True, create: bool = 
 def ledger(ctx: typer.Context) -> Ledger:
     """The --db ledger for the shared use cases (cli/tools.py), opened by the command."""
     return Ledger(lambda create=False: open_store(ctx, create=create))
+
+
+def checked_run_id(value: str | None) -> str | None:
+    """The --run callback: a run id follows the one safe pattern (the Run Manifest's), so a
+    hostile value is a usage error (exit 2) before anything is opened."""
+    from ledger.jsonio import RUN_ID_RE, display
+
+    if value is not None and not RUN_ID_RE.fullmatch(value):
+        raise typer.BadParameter(
+            f"'{display(value)}' is not a run id (ids match {RUN_ID_RE.pattern})"
+        )
+    return value
+
+
+MAX_COUNT = 2**53 - 1
+"""The largest whole number an option takes (the ledger's integers are RFC 8785-safe)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from cli import tools
-from cli.common import JSON, ledger
+from cli.common import JSON, MAX_COUNT, checked_run_id, ledger
 from cli.output import emit_json, pct, say, table
 
 
@@ -19,10 +19,12 @@ def register(app: typer.Typer) -> None:
 def profile(
     ctx: typer.Context,
     path: str = typer.Argument(..., metavar="PATH", help="Profile file or folder."),
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run the kernel belongs to."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run the kernel belongs to."
+    ),
     baseline: bool = typer.Option(False, "--baseline", help="Profile of the starting kernel."),
     round_no: int = typer.Option(
-        None, "--round", metavar="N", help="Profile of round N's candidate."
+        None, "--round", metavar="N", max=MAX_COUNT, help="Profile of round N's candidate."
     ),
     kernel: str = typer.Option(None, "--kernel", metavar="SHA256", help="Profile of this kernel."),
     kernel_name: str = typer.Option(
@@ -74,7 +76,7 @@ def _say_profile_notes(attribution: dict, indent: str) -> None:
 
 def diagnose(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
+    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
     bottleneck: str = typer.Option(..., "--bottleneck", metavar="CLASS", help="The new model."),
     evidence: str = typer.Option(..., "--evidence", metavar="TEXT", help="What supports it."),
     as_json: bool = JSON,
@@ -100,8 +102,10 @@ def diagnose(
 
 def show(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
-    round_no: int = typer.Option(..., "--round", metavar="N", help="The round (0: baseline)."),
+    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
+    round_no: int = typer.Option(
+        ..., "--round", metavar="N", max=MAX_COUNT, help="The round (0: baseline)."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """One round in full: inputs, validation, measurements, profiles, decision and flags.
@@ -161,7 +165,7 @@ def show(
 
 def compare(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
+    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
     rounds: list[int] = typer.Option(..., "--round", metavar="N", help="Two rounds (0: baseline)."),
     as_json: bool = JSON,
 ) -> None:

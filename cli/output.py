@@ -4,6 +4,7 @@ Errors are one line on stderr (`Error: …`), plus an error object on stdout wit
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -15,8 +16,27 @@ def emit_json(document: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(document, ensure_ascii=False, allow_nan=False) + "\n")
 
 
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+    "\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """Text for a terminal: control characters (but line breaks and tabs), bidirectional
+    overrides and isolates, line separators and lone surrogates are shown as escapes
+    (`\\x1b`, `\\u202e`), so no text from a ledger or an input can move the cursor,
+    retitle the terminal or reorder what is shown."""
+    return _UNSAFE.sub(_escaped, text)
+
+
 def say(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(terminal_safe(text) + "\n")
 
 
 def progress(text: str) -> None:
@@ -26,7 +46,7 @@ def progress(text: str) -> None:
 
 def error(message: str, exit_code: int, *, as_json: bool) -> None:
     line = " ".join(str(message).split())
-    sys.stderr.write(f"Error: {line}\n")
+    sys.stderr.write(f"Error: {terminal_safe(line)}\n")
     if as_json:
         emit_json({"status": "error", "error": line, "exit_code": exit_code})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cli.common import JSON, input_path, open_service
+from cli.common import JSON, checked_run_id, input_path, open_service
 from cli.output import emit_json, say
 
 
@@ -14,10 +14,11 @@ def register(app: typer.Typer) -> None:
 
 def report(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to report on."),
-    html_path: str = typer.Option(
-        ..., "--html", metavar="PATH", help="The HTML file to write (replaced if it exists)."
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to report on."
     ),
+    html_path: str = typer.Option(..., "--html", metavar="PATH", help="The HTML file to write."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --html file."),
     as_json: bool = JSON,
 ) -> None:
     """Write a self-contained HTML report of a run: round timeline, per-case latency
@@ -27,7 +28,7 @@ def report(
     """
     from ledger.report import write_report
 
-    r = write_report(open_service(ctx), run, input_path(html_path, "--html"))
+    r = write_report(open_service(ctx), run, input_path(html_path, "--html"), force=force)
     v = r.verification
     if as_json:
         emit_json(

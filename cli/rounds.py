@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from cli import tools
-from cli.common import JSON, ledger
+from cli.common import JSON, checked_run_id, ledger
 from cli.output import diagnose_hint, emit_json, pct, plural, say
 
 
@@ -54,7 +54,9 @@ def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
 
 def record(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to record into."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to record into."
+    ),
     result: str = typer.Option(..., "--result", metavar="FILE", help="Round result JSON."),
     as_json: bool = JSON,
 ) -> None:
@@ -86,7 +88,9 @@ def record(
 
 def analyze(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run to conclude."),
+    run: str = typer.Option(
+        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to conclude."
+    ),
     output_dir: str = typer.Option(
         None,
         "--output-dir",
@@ -94,13 +98,16 @@ def analyze(
         help="Where to write analysis.json, report.md and manifest.json "
         "(default: .vaws-local/ascend-triton/optimization/<run>).",
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite output files that hold other content."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Conclude the run (once) and write analysis.json, report.md and manifest.json.
 
     Example: kernel-ledger analyze --run softmax-demo-001 --output-dir out/softmax
     """
-    out = tools.analyze(ledger(ctx), run, output_dir)
+    out = tools.analyze(ledger(ctx), run, output_dir, force)
     if as_json:
         emit_json(out.document)
         return

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from cli import tools
-from cli.common import JSON, input_path, ledger
+from cli.common import JSON, checked_run_id, input_path, ledger
 from cli.output import emit_json, pct, say
 
 
@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
 def noise(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
+    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
     measurements: str = typer.Option(
         ..., "--measurements", metavar="FILE", help="A/A remeasure of the current best kernel."
     ),

@@ -100,11 +100,13 @@ def record(ledger: Ledger, run: str, result: str) -> Outcome:
     )
 
 
-def analyze(ledger: Ledger, run: str, output_dir: str | None = None) -> Outcome:
+def analyze(
+    ledger: Ledger, run: str, output_dir: str | None = None, force: bool = False
+) -> Outcome:
     from ledger.service import analyze as run_analyze
 
     folder = Path(output_dir) if output_dir else DEFAULT_OUTPUT_ROOT / run
-    r = run_analyze(ledger.service(), run, folder)
+    r = run_analyze(ledger.service(), run, folder, force=force)
     return Outcome(
         {
             "status": r.status,
@@ -492,12 +494,13 @@ def checkout(
     force: bool = False,
 ) -> Outcome:
     from ledger.errors import InputError
-    from ledger.gate import write_kernel
+    from ledger.gate import restore_kernel, write_kernel
 
     if out is None:
         raise InputError("--json prints a JSON object; name the kernel file with --out")
-    restored = restore(ledger, run, round_no)
-    written = write_kernel(Path(out), restored.content, force=force)
+    store = ledger.store()
+    restored = restore_kernel(store, run, round_no)
+    written = write_kernel(Path(out), restored.content, force=force, protected=store.ledger_files())
     return Outcome(
         {
             "status": "ok",
@@ -513,4 +516,6 @@ def checkout(
 
 
 def stderr_line(message: str) -> None:
-    sys.stderr.write(f"Error: {message}\n")
+    from cli.output import terminal_safe
+
+    sys.stderr.write(f"Error: {terminal_safe(message)}\n")

@@ -129,6 +129,53 @@ def _write_json(path: Path, value: Any) -> None:
     _write(path, dumps(value))
 
 
+class _Staged:
+    """A step's folder files, written under temporary names in the folder before the ledger
+    append (a folder that cannot take them refuses the step with nothing appended) and
+    renamed into place after it. Leaving the `with` block removes what was not published,
+    and the folders it made for a step that did not happen."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.temps: dict[str, Path] = {}
+        self.made: list[Path] = []
+        self.published = False
+
+    def make_folder(self, name: str) -> None:
+        for path in (self.folder, self.folder / name):
+            if not path.exists():
+                path.mkdir(parents=True)
+                self.made.append(path)
+
+    def json(self, name: str, value: Any) -> None:
+        from ledger.runfolder import dumps
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)
+        self.temps[name] = Path(temp)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(dumps(value))
+            stream.flush()
+            os.fsync(stream.fileno())
+
+    def publish(self) -> None:
+        for name, temp in self.temps.items():
+            os.replace(temp, self.folder / name)
+        self.published = True
+
+    def __enter__(self) -> _Staged:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for temp in self.temps.values():
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+        if not self.published:
+            for path in reversed(self.made):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+
+
 def _read_json(path: Path, what: str) -> dict[str, Any]:
     """A folder file, read as the controller reads it."""
     try:
@@ -228,7 +275,9 @@ def _started_on_coverage(output_dir: Path) -> Iterator[None]:
 
 
 def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) -> dict[str, Any]:
-    """Validate a configuration, lock the run in the ledger and start its folder."""
+    """Validate a configuration, lock the run in the ledger and start its folder. The folder's
+    files are staged before the run is appended, so a folder that cannot take them refuses
+    the step with nothing in the ledger."""
     from ledger import runfolder
     from ledger.events import RunPlanned, ValidationLinked
     from ledger.stats import MEDIANS_ONLY  # decided as the controller decides
@@ -239,24 +288,24 @@ def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) 
             f"the output folder {output_dir} is not empty: plan starts a run in a new folder"
         )
     at = created_at or utc_now()
-    manifest: dict[str, Any] = {}
+    staged = _Staged(output_dir)
 
-    def starts_manifest(events: Sequence[Any]) -> None:
-        nonlocal manifest
+    def stage(events: Sequence[Any]) -> None:
         planned = next(e for e in events if isinstance(e, RunPlanned))
         validation = next(e for e in events if isinstance(e, ValidationLinked))
         manifest = runfolder.start_manifest(planned, validation, at)
+        found = runfolder.planned_folder(events)
+        staged.make_folder(runfolder.ROUND_ARTIFACTS)
+        staged.json(runfolder.CONFIG, found.config)
+        staged.json(runfolder.STATE, found.state)
+        staged.json(runfolder.ROUNDS, runfolder.rounds_document(found))
+        staged.json(runfolder.MANIFEST, manifest)
 
-    with _ledger(output_dir, at) as service, _started_on_coverage(output_dir):
+    with staged, _ledger(output_dir, at) as service, _started_on_coverage(output_dir):
         result = service.plan(
-            config_path, base_dir=Path.cwd(), statistics=MEDIANS_ONLY, check=starts_manifest
+            config_path, base_dir=Path.cwd(), statistics=MEDIANS_ONLY, check=stage
         )
-    found = runfolder.planned_folder(result.events)
-    (output_dir / runfolder.ROUND_ARTIFACTS).mkdir(parents=True, exist_ok=True)
-    _write_json(output_dir / runfolder.CONFIG, found.config)
-    _write_json(output_dir / runfolder.STATE, found.state)
-    _write_json(output_dir / runfolder.ROUNDS, runfolder.rounds_document(found))
-    _write_json(output_dir / runfolder.MANIFEST, manifest)
+        staged.publish()
     return {
         "status": "planned",
         "run_id": result.run_id,
@@ -268,23 +317,29 @@ def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) 
 def record(
     output_dir: Path, *, result_path: Path, recorded_at: str | None = None
 ) -> dict[str, Any]:
-    """Record one round in the ledger (reopening a concluded run) and in the folder."""
+    """Record one round in the ledger (reopening a concluded run) and in the folder, whose
+    files are staged before the round is appended."""
     from ledger import runfolder
 
     output_dir = Path(output_dir)
     run = _RunFolder(output_dir)
     manifest = _read_manifest(output_dir)
     at = recorded_at or utc_now()
-    with _ledger(output_dir, at) as service:
+    staged = _Staged(output_dir)
+
+    def stage(events: Sequence[Any]) -> None:
+        found = runfolder.with_round(run.folder, at, events)
+        staged.json(runfolder.ROUNDS, runfolder.rounds_document(found))
+        staged.json(runfolder.STATE, found.state)
+        if manifest["status"] == "planned":
+            staged.json(runfolder.MANIFEST, runfolder.move(manifest, "running", at))
+
+    with staged, _ledger(output_dir, at) as service:
         run.check_ledger(service)
         result = service.record(
-            run.run_id, Path(result_path), base_dir=Path.cwd(), reopen=REOPEN_REASON
+            run.run_id, Path(result_path), base_dir=Path.cwd(), reopen=REOPEN_REASON, check=stage
         )
-    found = runfolder.with_round(run.folder, at, result.events)
-    _write_json(output_dir / runfolder.ROUNDS, runfolder.rounds_document(found))
-    _write_json(output_dir / runfolder.STATE, found.state)
-    if manifest["status"] == "planned":
-        _write_json(output_dir / runfolder.MANIFEST, runfolder.move(manifest, "running", at))
+        staged.publish()
     return {
         "status": "recorded",
         "round": result.round,

@@ -19,13 +19,13 @@ import base64
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ledger import checkpoint as notes
-from ledger import merkle
+from ledger import files, merkle
 from ledger.errors import CheckFailed, InputError
 from ledger.jsonio import display, read_bytes
 from ledger.store import audit_store
@@ -518,20 +518,15 @@ def make_checkpoint(
     return CheckpointMade(cp, note, signer_key is not None, new, row.checkpoint_id, verifier)
 
 
-def generate_key(path: Path, name: str) -> str:
+def generate_key(path: Path, name: str, protected: Sequence[Path] = ()) -> str:
     """Write a new Ed25519 signer key to `path` (readable by its owner only) and return the
     verifier key that goes with it. An existing file is never overwritten."""
     signer, verifier = notes.generate_signing_key(name)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise InputError(
-            f"{display(path)} exists already; a key file is never overwritten"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot create {display(path)}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(signer + "\n")
+    if os.path.lexists(path):
+        raise InputError(f"{display(path)} exists already; a key file is never overwritten")
+    files.write_output(
+        path, (signer + "\n").encode(), what="--generate-key", protected=protected, mode=0o600
+    )
     return verifier
 
 

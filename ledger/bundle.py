@@ -25,9 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +34,12 @@ from typing import Any
 import rfc8785
 
 from ledger import checkpoint as notes
-from ledger import merkle
+from ledger import files, merkle
 from ledger.audit import b64, origin_for, parse_pinned
 from ledger.errors import CheckFailed, InputError
 from ledger.events import ProfileRecorded, RoundSubmitted, RunPlanned
 from ledger.hashing import canonical, parse_canonical, sha256_hex
-from ledger.jsonio import display
+from ledger.jsonio import RUN_ID_RE, display
 from ledger.projections import RunView
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
@@ -104,14 +102,18 @@ def _line(value: dict[str, Any]) -> bytes:
 
 
 def export_run(
-    store: Store, run_id: str, out: Path, *, pinned_notes: Sequence[str] = ()
+    store: Store,
+    run_id: str,
+    out: Path,
+    *,
+    pinned_notes: Sequence[str] = (),
+    force: bool = False,
 ) -> ExportResult:
     """Write run `run_id` as a bundle to `out`, checked like `verify --bundle` before it is
     written. Pinned checkpoints (note texts) get consistency proofs, as do the checkpoints
     stored in the ledger."""
     out = Path(out).absolute()
-    if out.is_dir():
-        raise InputError(f"--out {display(out)} is a folder; name the bundle file")
+    files.check_output(out, force=force, protected=store.ledger_files())
     pinned = [parse_pinned(text) for text in pinned_notes]
     with store.transaction() as conn:
         stream = store.read_stream(conn, run_id)
@@ -157,6 +159,11 @@ def export_run(
         raise CheckFailed(
             f"run {run_id!r}: kernel source {sorted(kernels & set(missing))[0]} is not stored; "
             "run verify. Nothing was exported"
+        )
+    if missing:  # a bundle never leaves out a file its events name
+        raise CheckFailed(
+            f"run {run_id!r}: profile file {missing[0]} is not stored; run verify. Nothing "
+            "was exported"
         )
     present = {d: c for d, c in blobs.items() if c is not None}
     header = {
@@ -215,7 +222,7 @@ def export_run(
             f"run {run_id!r} does not verify ({f.check}: {f.reason}); nothing was exported"
         )
     data = b"".join(lines)
-    _write_atomically(out, data)
+    out = files.write_output(out, data, force=force, protected=store.ledger_files())
     return ExportResult(
         run_id=run_id,
         path=out,
@@ -251,16 +258,6 @@ def _named_blobs(stream: Sequence[StoredEvent]) -> set[str]:
             assert isinstance(profile, ProfileRecorded)
             out.update(f.sha256 for f in profile.files)
     return out
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        temp.write_bytes(data)
-        os.replace(temp, path)
-    except OSError as exc:
-        raise InputError(f"cannot write {display(path)}: {exc.strerror or exc}") from None
 
 
 # --- checking a bundle -------------------------------------------------------------------
@@ -328,15 +325,9 @@ def check_bundle(
 ) -> tuple[BundleReport, BundleContent | None]:
     """Check a bundle file offline (no database); the content is returned when it passed."""
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            return check_lines(handle, pinned_note=pinned_note, verifier_key=verifier_key)
-    except FileNotFoundError:
-        raise InputError(f"bundle {display(path)} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"bundle {display(path)} is a folder, not a file") from None
-    except OSError as exc:
-        raise InputError(f"bundle {display(path)} cannot be read: {exc.strerror or exc}") from None
+    with files.open_input(path, "bundle", limit=files.max_bundle_bytes()) as handle:
+        lines = files.bounded_lines(handle, "bundle", display(path))
+        return check_lines(lines, pinned_note=pinned_note, verifier_key=verifier_key)
 
 
 def check_lines(
@@ -655,15 +646,27 @@ class ImportResult:
     last_seq: int | None
 
 
-def import_bundle(store: Store, path: Path) -> ImportResult:
-    """Check a bundle, then append its run to this ledger verbatim (see
-    `audit_store.import_run_verbatim`): nothing is written unless everything checks."""
-    report, content = check_bundle(path)
+def import_bundle(
+    store: Store,
+    path: Path,
+    *,
+    pinned_note: str | None = None,
+    verifier_key: str | None = None,
+) -> ImportResult:
+    """Check a bundle (against a pinned checkpoint note when one is given), then append its
+    run to this ledger verbatim (see `audit_store.import_run_verbatim`): nothing is written
+    unless everything checks. Its run id must follow the run id pattern."""
+    report, content = check_bundle(path, pinned_note=pinned_note, verifier_key=verifier_key)
     if content is None:
         f = report.first_failure
         assert f is not None
         raise InputError(
             f"bundle {display(path)} does not verify ({f.check}: {f.reason}); nothing was imported"
+        )
+    if not RUN_ID_RE.fullmatch(content.run_id):
+        raise InputError(
+            f"bundle {display(path)} holds run {display(content.run_id)!r}, which is not a run "
+            f"id (ids match {RUN_ID_RE.pattern}); nothing was imported"
         )
     with store.transaction(write=True) as conn:
         outcome = audit_store.import_run_verbatim(

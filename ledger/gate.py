@@ -15,11 +15,12 @@ Every reason is a sentence a reviewer can act on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import audit
+from ledger import audit, files
 from ledger.errors import CheckFailed, InputError
 from ledger.events import RoundSubmitted, RunPlanned
 from ledger.hashing import sha256_hex
@@ -297,24 +298,7 @@ def _round_kernel(stream, run_id: str, round_no: int) -> tuple[str, str, int]:
     raise InputError(f"run {run_id!r} has no round {round_no}")
 
 
-def write_kernel(out: Path, content: bytes, *, force: bool) -> Path:
-    """Write a restored kernel; an existing file with other content is kept unless `force`."""
-    out = Path(out).absolute()
-    if out.is_dir():
-        raise InputError(f"--out {display(out)} is a folder; name the file to write")
-    if out.exists() and not force:
-        try:
-            same = out.read_bytes() == content
-        except OSError as exc:
-            raise InputError(f"cannot read {display(out)}: {exc.strerror or exc}") from None
-        if not same:
-            raise InputError(
-                f"{display(out)} exists with other content; pass --force to overwrite it"
-            )
-        return out
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(content)
-    except OSError as exc:
-        raise InputError(f"cannot write {display(out)}: {exc.strerror or exc}") from None
-    return out
+def write_kernel(out: Path, content: bytes, *, force: bool, protected: Sequence[Path] = ()) -> Path:
+    """Write a restored kernel; an existing file with other content is kept unless `force`
+    (the rules of `ledger.files`)."""
+    return files.write_output(Path(out), content, force=force, protected=protected)

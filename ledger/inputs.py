@@ -23,10 +23,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, mo
 
 from ledger.errors import CoverageError, InputError
 from ledger.hashing import MAX_SAFE_INTEGER
-from ledger.jsonio import JsonFile, display, read_json
+from ledger.jsonio import RUN_ID_RE, JsonFile, display, read_json
+from ledger.samples import time_problem
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 RFC3339_UTC_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
 SECRET_SUFFIXES = ("TOKEN", "PASSWORD", "SECRET", "API_KEY", "APIKEY")
 """Run Manifest v1's secret-like names: one of these, or ending in `_` and one of these."""
@@ -102,10 +102,54 @@ def _schema_one(value: Any) -> int:
 
 
 Number = Annotated[float, BeforeValidator(_number)]
+
+
+def _time_us(value: Any) -> float:
+    number = _positive(value)
+    problem = time_problem(number)
+    if problem is not None:
+        raise ValueError(problem)
+    return number
+
+
+MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6
+"""A case weight lies within [MIN_WEIGHT, MAX_WEIGHT]: their sum and every weighted mean
+stay finite."""
+
+
+def _weight(value: Any) -> float:
+    number = _positive(value)
+    if not MIN_WEIGHT <= number <= MAX_WEIGHT:
+        raise ValueError(f"must be between {MIN_WEIGHT:g} and {MAX_WEIGHT:g}")
+    return number
+
+
 PositiveNumber = Annotated[float, BeforeValidator(_positive)]
+TimeUs = Annotated[float, BeforeValidator(_time_us)]
+Weight = Annotated[float, BeforeValidator(_weight)]
 NonNegative = Annotated[float, BeforeValidator(_non_negative)]
 Count = Annotated[int, BeforeValidator(_count)]
+MAX_NAME_CHARS = 256
+"""The longest name (op name, SoC, case id, mechanism) a ledger stores in a column of its
+own, on every backend."""
+
+
+def _name(value: Any) -> str:
+    text = _text(value)
+    if len(text) > MAX_NAME_CHARS:
+        raise ValueError(f"must be at most {MAX_NAME_CHARS} characters")
+    return text
+
+
+def _run_id(value: Any) -> str:
+    if not isinstance(value, str) or not RUN_ID_RE.fullmatch(value):
+        raise ValueError("must match ^[a-z0-9][a-z0-9._-]{0,127}$")
+    return value
+
+
 Text = Annotated[str, BeforeValidator(_text)]
+Name = Annotated[str, BeforeValidator(_name)]
+RunId = Annotated[str, BeforeValidator(_run_id)]
 Sha256 = Annotated[str, BeforeValidator(_sha256)]
 SchemaOne = Annotated[int, BeforeValidator(_schema_one)]
 
@@ -186,17 +230,17 @@ class PathRef(_Open):
 
 
 class CaseSpec(_Open):
-    id: Text
-    weight: PositiveNumber = 1.0
+    id: Name
+    weight: Weight = 1.0
 
 
 class MeasurementIn(_Open):
     """One case's timing. `median_us` is required unless `samples_us` is given."""
 
-    case_id: Text
-    median_us: PositiveNumber | None = None
+    case_id: Name
+    median_us: TimeUs | None = None
     repeats: Count | None = None
-    samples_us: list[PositiveNumber] | None = None
+    samples_us: list[TimeUs] | None = None
     source: Text | None = None
 
     @model_validator(mode="after")
@@ -239,14 +283,14 @@ class ObjectiveIn(_Open):
 
 
 class TargetIn(_Open):
-    soc: Text
+    soc: Name
 
 
 class RunConfig(_Open):
     schema_version: SchemaOne
-    run_id: Text
-    parent_run_id: Text | None = None
-    op_name: Text
+    run_id: RunId
+    parent_run_id: RunId | None = None
+    op_name: Name
     kernel: PathRef
     validation_manifest: Text
     target: TargetIn
@@ -297,17 +341,11 @@ class RoundResult(_Open):
     verification: VerificationIn
     measurements: list[dict[str, Any]] | None = None
     profiler_signals: dict[str, Number] | None = None
-    mechanism: Text | None = None
+    mechanism: Name | None = None
     expected_signal: ExpectedSignal | None = None
 
 
 # --- Run Manifest v1 (SPEC 2.3) ----------------------------------------------------------
-
-
-def _run_id(value: Any) -> str:
-    if not isinstance(value, str) or not RUN_ID_RE.match(value):
-        raise ValueError("must match ^[a-z0-9][a-z0-9._-]{0,127}$")
-    return value
 
 
 def _timestamp(value: Any) -> str:
@@ -326,7 +364,6 @@ def _artifact_sha(value: Any) -> str:
     return value.lower()
 
 
-RunId = Annotated[str, BeforeValidator(_run_id)]
 Timestamp = Annotated[str, BeforeValidator(_timestamp)]
 ArtifactSha = Annotated[str, BeforeValidator(_artifact_sha)]
 

@@ -18,21 +18,29 @@ from ledger.errors import InputError
 from ledger.hashing import MAX_SAFE_INTEGER, sha256_hex
 
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
+RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+"""The one pattern of a run id, everywhere (config, manifest, bundle, --run): safe as a file
+name and on a terminal, and short enough for every backend's column."""
 MAX_DEPTH = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def max_input_bytes() -> int:
     """The size limit for any input file; `KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it."""
-    raw = os.environ.get("KERNEL_LEDGER_MAX_INPUT_BYTES")
+    return env_bytes("KERNEL_LEDGER_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES)
+
+
+def env_bytes(name: str, default: int) -> int:
+    """A size limit in bytes from the environment variable `name`, else `default`."""
+    raw = os.environ.get(name)
     if raw is None:
-        return DEFAULT_MAX_INPUT_BYTES
+        return default
     try:
         value = int(raw)
     except ValueError:
-        raise InputError("KERNEL_LEDGER_MAX_INPUT_BYTES must be a whole number of bytes") from None
+        raise InputError(f"{name} must be a whole number of bytes") from None
     if value < 1:
-        raise InputError("KERNEL_LEDGER_MAX_INPUT_BYTES must be at least 1")
+        raise InputError(f"{name} must be at least 1")
     return value
 
 
@@ -43,22 +51,11 @@ def display(path: Path | str) -> str:
 
 
 def read_bytes(path: Path, what: str) -> bytes:
-    """The bytes of a regular file, with one-line errors for every way that can fail."""
-    shown = display(path)
-    try:
-        if not path.exists():
-            raise InputError(f"{what} {shown} does not exist")
-        if path.is_dir():
-            raise InputError(f"{what} {shown} is a directory, not a file")
-        if not path.is_file():
-            raise InputError(f"{what} {shown} is not a regular file")
-        size = path.stat().st_size
-        limit = max_input_bytes()
-        if size > limit:
-            raise InputError(f"{what} {shown} is {size} bytes, over the {limit}-byte limit")
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{what} {shown} cannot be read: {exc.strerror or exc}") from None
+    """The bytes of a regular file, with one-line errors for every way that can fail
+    (`ledger.files.read_input`: never blocks on a FIFO, never reads past the limit)."""
+    from ledger.files import read_input
+
+    return read_input(path, what)
 
 
 def _no_constants(name: str) -> Any:

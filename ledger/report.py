@@ -24,16 +24,14 @@ import base64
 import html
 import io
 import math
-import os
 import re
-import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import decide, merkle
+from ledger import decide, files, merkle
 from ledger.errors import InputError
 from ledger.events import (
     DiagnosisRecorded,
@@ -47,7 +45,6 @@ from ledger.events import (
     RunPlanned,
     RunReopened,
 )
-from ledger.jsonio import display
 from ledger.projections import RunView
 
 DECISION_COLORS = {
@@ -353,29 +350,16 @@ def _profile_notes(attribution: dict) -> list[str]:
 # --- writing ------------------------------------------------------------------------------
 
 
-def write_report(service: Any, run_id: str, path: Path) -> ReportResult:
-    """Gather, render and write the page atomically (a temporary file renamed into place)."""
+def write_report(service: Any, run_id: str, path: Path, *, force: bool = False) -> ReportResult:
+    """Gather, render and write the page atomically (`ledger.files.write_output`)."""
     path = Path(path).absolute()
-    if path.is_dir():
-        raise InputError(f"--html {display(path)} is a folder; name the HTML file to write")
+    files.check_output(path, what="--html", force=force, protected=service.store.ledger_files())
     data = gather(service, run_id)
     page, charts = render(data)
     encoded = page.encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(encoded)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise InputError(
-            f"cannot write the report to {display(path)}: {exc.strerror or exc}"
-        ) from None
+    files.write_output(
+        path, encoded, what="--html", force=force, protected=service.store.ledger_files()
+    )
     return ReportResult(
         run_id=run_id,
         path=path,

@@ -35,6 +35,22 @@ from ledger.errors import InputError
 from ledger.jsonio import reject_duplicate_keys
 
 MAX_SAMPLES_FILE_BYTES = 64 * 1024 * 1024
+MIN_TIME_US = 1e-6
+MAX_TIME_US = 1e12
+"""Every time the ledger takes (a median, a sample, in microseconds) lies within
+[MIN_TIME_US, MAX_TIME_US]: an attosecond to about 11.6 days. Within it every ratio, log,
+sum and statistic of a round stays finite and keeps its precision; outside it an input is
+refused (exit 2)."""
+TIME_RANGE = f"between {MIN_TIME_US:g} and {MAX_TIME_US:g} us"
+
+
+def time_problem(us: float) -> str | None:
+    """Why `us` is not a time the ledger takes, or None."""
+    if not math.isfinite(us) or not MIN_TIME_US <= us <= MAX_TIME_US:
+        return f"must be a time {TIME_RANGE}"
+    return None
+
+
 UNIT_EXPONENTS = {"us": 0, "ms": 3, "ns": -3}  # power of ten that turns the unit into µs
 CSV_DURATION_COLUMNS = ("Duration(us)", "Task Duration(us)")  # in order of preference
 CSV_MISSING_VALUES = frozenset({"", "N/A", "NA"})
@@ -59,29 +75,17 @@ def _shown(path: Path) -> str:
 
 
 def _read(path: Path) -> bytes:
-    shown = _shown(path)
-    try:
-        if not path.exists():
-            raise InputError(f"samples file {shown} does not exist")
-        if path.is_dir():
-            raise InputError(f"samples file {shown} is a directory, not a file")
-        if not path.is_file():
-            raise InputError(f"samples file {shown} is not a regular file")
-        size = path.stat().st_size
-        if size > MAX_SAMPLES_FILE_BYTES:
-            limit = MAX_SAMPLES_FILE_BYTES
-            raise InputError(f"samples file {shown} is {size} bytes, over the {limit}-byte limit")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_SAMPLES_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"samples file {shown} cannot be read: {exc.strerror or exc}") from None
-    if len(data) > MAX_SAMPLES_FILE_BYTES:  # grew while we looked
-        raise InputError(f"samples file {shown} is over the {MAX_SAMPLES_FILE_BYTES}-byte limit")
-    return data
+    from ledger.files import read_input
+
+    return read_input(path, "samples file", limit=MAX_SAMPLES_FILE_BYTES)
 
 
 def _to_us(value: Decimal, exponent: int) -> float:
-    """Scale exactly in decimal (enough digits of precision), then round once to a float."""
+    """Scale exactly in decimal (enough digits of precision), then round once to a float.
+    A value whose magnitude is far outside the time range is not scaled (the decimal
+    context would overflow): it maps to infinity or zero, which the range check refuses."""
+    if value.is_finite() and value and abs(value.adjusted() + exponent) > 40:
+        return math.inf if value.adjusted() + exponent > 0 else 0.0
     if exponent:
         context = Context(prec=max(28, len(value.as_tuple().digits)))
         value = value.scaleb(exponent, context=context)
@@ -93,6 +97,9 @@ def _check_positive(us: float, where: str, shown: str) -> float:
         raise InputError(f"samples file {shown}: {where} overflows to infinity in microseconds")
     if us <= 0.0:
         raise InputError(f"samples file {shown}: {where} must be a positive time, got {us!r} us")
+    problem = time_problem(us)
+    if problem is not None:
+        raise InputError(f"samples file {shown}: {where} {problem}, got {us!r} us")
     return us
 
 

@@ -10,8 +10,6 @@ projections in one transaction. A reader who opens this file sees the whole work
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -22,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ledger import decide, projections
+from ledger import decide, files, projections
 from ledger.controller import (
     attribution_settings,
     conclusion_event,
@@ -35,7 +33,6 @@ from ledger.errors import (
     InputError,
     LedgerError,
     LedgerMissing,
-    StoreUnavailable,
 )
 from ledger.events import (
     CaseWeight,
@@ -631,6 +628,7 @@ class LedgerService:
         *,
         base_dir: Path | None = None,
         reopen: str | None = None,
+        check: Callable[[Sequence[Event]], None] | None = None,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
         paths in the round result resolve against `base_dir` (default: the working
@@ -638,7 +636,8 @@ class LedgerService:
 
         A concluded run accepts no rounds, unless `reopen` gives the reason to take one
         anyway (as the JSON-file controller does): then RunReopened goes before the round,
-        in the same append, so a refused round leaves the run concluded."""
+        in the same append, so a refused round leaves the run concluded. `check`, a caller's
+        own rule, sees the events about to be appended and raises to refuse them."""
         base = base_folder(base_dir)
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
@@ -674,6 +673,8 @@ class LedgerService:
             measurements=measured,
         )
         items += outcome.events
+        if check is not None:
+            check(items)
         after, _ = self.append(run_id, view, items, [candidate.content])
         decision = outcome.decided
         return RecordResult(
@@ -986,7 +987,7 @@ class AnalyzeResult:
     analysis_path: Path
 
 
-_NOT_A_FOLDER = {errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT}
+OUTPUT_NAMES = ("analysis.json", "report.md", "manifest.json")
 
 
 def _output_files(view: RunView, plan: RunPlanned, last_event_hash: str, command: list[str]):
@@ -994,61 +995,40 @@ def _output_files(view: RunView, plan: RunPlanned, last_event_hash: str, command
     from ledger import analysis
 
     document = analysis.analysis_document(view, plan, last_event_hash=last_event_hash)
-    files = {
+    out = {
         "analysis.json": analysis.dumps(document),
         "report.md": analysis.report_markdown(document).encode(),
     }
-    manifest = analysis.performance_manifest(view, plan, files=files, command=command)
-    files["manifest.json"] = analysis.dumps(manifest)
-    return files
+    manifest = analysis.performance_manifest(view, plan, files=out, command=command)
+    out["manifest.json"] = analysis.dumps(manifest)
+    return out
 
 
-def _output_error(output_dir: Path, exc: OSError, *, concluded: bool) -> LedgerError:
-    """A path that is not a usable folder is rejected input (exit 2); a folder that cannot
-    take the files (full, read-only, no permission, I/O error) is a storage error (exit 4)."""
-    message = f"cannot write to the output folder {display(output_dir)}: {exc.strerror or exc}"
-    if concluded:
-        message += "; the run is concluded: run analyze again to write its files"
-    else:
-        message += "; nothing was appended"
-    if exc.errno in _NOT_A_FOLDER:
-        return InputError(message)
-    return StoreUnavailable(message)
+def _output_error(output_dir: Path, *, concluded: bool) -> Callable[[OSError], LedgerError]:
+    """How a failed write of the output files is reported (`files.write_failure` decides
+    between exit 2 and exit 4)."""
+    message = f"cannot write to the output folder {display(output_dir)}"
+    after = (
+        "the run is concluded: run analyze again to write its files"
+        if concluded
+        else "nothing was appended"
+    )
+
+    def failure(exc: OSError) -> LedgerError:
+        error = files.write_failure(message, exc)
+        return type(error)(f"{error.message}; {after}")
+
+    return failure
 
 
-def _stage(output_dir: Path, files: dict[str, bytes], staged: dict[str, Path]) -> None:
-    """Reserve room for the output files before anything is appended: write each (as it is
-    about to be, with some slack for a round recorded meanwhile) under a temporary name,
-    noted in `staged` as soon as it exists."""
-    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    for name, data in files.items():
-        final = output_dir / name
-        if final.is_dir():
-            raise IsADirectoryError(errno.EISDIR, f"{name} is a folder", str(final))
-        temp = output_dir / f".{name}.{tag}.tmp"
-        staged[name] = temp
-        with temp.open("wb") as handle:
-            handle.write(data + b" " * max(4096, len(data) // 4))
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-def _publish(staged: dict[str, Path], output_dir: Path, files: dict[str, bytes]) -> None:
-    """Overwrite the reserved files with the final bytes, then rename them into place."""
-    for name, data in files.items():
-        with staged[name].open("r+b") as handle:
-            handle.write(data)
-            handle.truncate(len(data))
-            handle.flush()
-            os.fsync(handle.fileno())
-    for name in files:
-        os.replace(staged[name], output_dir / name)
-
-
-def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeResult:
+def analyze(
+    service: LedgerService, run_id: str, output_dir: Path, *, force: bool = False
+) -> AnalyzeResult:
     """Conclude the run (once) and write analysis.json, report.md and manifest.json.
 
-    The files are staged in the output folder first (with the conclusion the run is about
+    The output paths are checked first (`ledger.files`: an existing file is replaced only
+    with `force`, or when it already holds the bytes a concluded run's analysis writes).
+    The files are then staged in the output folder (with the conclusion the run is about
     to get), so an output folder that cannot take them refuses the command before
     RunConcluded is appended; then they are rewritten with the final content and renamed
     into place."""
@@ -1056,24 +1036,48 @@ def analyze(service: LedgerService, run_id: str, output_dir: Path) -> AnalyzeRes
     view = service.full_view(run_id)  # unknown runs are refused before anything is written
     plan = service.planned_event(run_id)
     command = ["kernel-ledger", "analyze", "--run", run_id, "--output-dir", str(output_dir)]
-    staged: dict[str, Path] = {}
+    protected = service.store.ledger_files()
     try:
-        try:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            preview = service.conclusion_preview(view)
-            _stage(output_dir, _output_files(preview, plan, "0" * 64, command), staged)
-        except OSError as exc:
-            raise _output_error(output_dir, exc, concluded=view.concluded) from None
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _output_error(output_dir, concluded=view.concluded)(exc) from None
+    targets = {
+        name: files.check_output(
+            output_dir / name, what="output file", force=force, protected=protected
+        )
+        for name in OUTPUT_NAMES
+    }
+    replace = force
+    existing = [name for name in OUTPUT_NAMES if os.path.lexists(targets[name])]
+    if existing and not force:
+        final = (
+            _output_files(view, plan, service.head_hash(run_id), command) if view.concluded else {}
+        )
+        for name in existing:
+            if name not in final or not files.same_bytes(targets[name], final[name]):
+                raise InputError(
+                    f"{display(output_dir / name)} exists with other content; pass --force "
+                    "to overwrite it; nothing was appended"
+                )
+        replace = True  # the same bytes again
+    staged: dict[str, files.StagedOutput] = {}
+    try:
+        preview = service.conclusion_preview(view)
+        on_error = _output_error(output_dir, concluded=view.concluded)
+        for name, data in _output_files(preview, plan, "0" * 64, command).items():
+            # some slack for a round recorded meanwhile
+            padded = data + b" " * max(4096, len(data) // 4)
+            staged[name] = files.StagedOutput(
+                targets[name], padded, force=replace, on_error=on_error
+            )
         view = service.conclude(run_id, view)
-        files = _output_files(view, plan, service.head_hash(run_id), command)
-        try:
-            _publish(staged, output_dir, files)
-        except OSError as exc:
-            raise _output_error(output_dir, exc, concluded=True) from None
+        final = _output_files(view, plan, service.head_hash(run_id), command)
+        for name, data in final.items():
+            staged[name].on_error = _output_error(output_dir, concluded=True)
+            staged[name].commit(data)
     finally:
-        for temp in staged.values():
-            with contextlib.suppress(OSError):
-                temp.unlink(missing_ok=True)
+        for output in staged.values():
+            output.discard()
     return AnalyzeResult(
         run_id=run_id,
         status=str(view.run.conclusion),

@@ -32,12 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import text
+
 from ledger import projections
 from ledger.controller import conclusion_event
 from ledger.errors import InputError
 from ledger.events import (
     Event,
     MeasurementsRecorded,
+    ProfileRecorded,
     RoundDecided,
     RoundSubmitted,
     RunConcluded,
@@ -117,6 +120,7 @@ class _Stream:
     validation: ValidationLinked | None = None
     measured: MeasurementsRecorded | None = None
     kernels: set[str] = field(default_factory=set)
+    profile_files: set[str] = field(default_factory=set)
     evidence: RunEvidence = field(default_factory=RunEvidence)
     warnings: list[str] = field(default_factory=list)
 
@@ -130,7 +134,7 @@ class _Concluded:
     version: int
     last_hash: str
     projection: str | None
-    missing_kernel: str | None
+    missing_blob: str | None
     warnings: list[str]
 
 
@@ -214,6 +218,8 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
         state.measured = event
     elif isinstance(event, RoundDecided):
         _replay_decision(e, state, event)
+    elif isinstance(event, ProfileRecorded):
+        state.profile_files.update(f.sha256 for f in event.files)
     elif isinstance(event, RunConcluded) and view is not None:
         full = RunView(run=view.run, cases=view.cases, rounds=view.rounds)
         if conclusion_event(full) != event:
@@ -294,6 +300,7 @@ def verify_ledger(
     with store.transaction() as conn:
         total = store.event_count(conn)
         try:
+            _check_storage(store, conn, run_id, "payload")
             expected_seq = 1 if run_id is None else None
             for e in store.iter_events(conn, stream_id=run_id):
                 state = streams.get(e.stream_id)
@@ -316,8 +323,8 @@ def verify_ledger(
                     expected_seq += 1
                 if on_progress and report.events_checked % 5000 == 0:
                     on_progress(report.events_checked, total)
-            if run_id is not None and not streams:
-                raise _fail(None, "replay", f"run {run_id!r} has no events in the ledger")
+            if run_id is not None and not streams:  # a wrong --run, not a failed check
+                raise InputError(f"run {run_id!r} is not in the ledger")
             _check_projections(store, conn, streams, run_id)
             _check_blobs(store, conn, streams)
         except ReplayStop as stop:
@@ -352,6 +359,7 @@ def verify_chain(
     with store.transaction() as conn:
         total = store.event_count(conn) if on_progress else 0
         try:
+            _check_storage(store, conn, run_id, "hash")  # the hash is over these bytes
             start = (0, ZERO_HASH)
             for page in store.iter_event_pages(conn, batch=batch, stream_id=run_id):
                 for row in page:
@@ -383,7 +391,7 @@ def verify_chain(
                 if on_progress:
                     on_progress(expected - 1, total)
             if not whole and not heads:
-                raise _fail(None, "chain", f"run {run_id!r} has no events in the ledger")
+                raise InputError(f"run {run_id!r} is not in the ledger")
         except ReplayStop as stop:
             report.first_failure = stop.failure
             report.checks[stop.failure.check] = "failed"
@@ -408,7 +416,7 @@ def _conclude(store: Store, conn, stream_id: str, state: _Stream) -> _Concluded:
         state.version,
         state.last_hash,
         _projection_fault(stream_id, state.view, stored),
-        _missing_kernel(store, conn, state.kernels),
+        _missing_blob(store, conn, state),
         state.warnings,
     )
 
@@ -459,24 +467,83 @@ def _check_projections(
             raise _fail(None, "projection", fault)
 
 
-def _missing_kernel(store: Store, conn, kernels: set[str]) -> str | None:
-    """The first (in sha256 order) of these kernel sources that is not stored."""
-    wanted = sorted(kernels)
+def _missing(store: Store, conn, digests: set[str]) -> str | None:
+    """The first (in sha256 order) of these blobs that is not stored."""
+    wanted = sorted(digests)
     stored = store.stored_digests(conn, wanted)
     return next((digest for digest in wanted if digest not in stored), None)
 
 
+def _missing_blob(store: Store, conn, state: _Stream) -> str | None:
+    """What the run names that is not stored: a kernel source, else a profile file."""
+    kernel = _missing(store, conn, state.kernels)
+    if kernel is not None:
+        return f"kernel source {kernel} is not stored"
+    profile = _missing(store, conn, state.profile_files - state.kernels)
+    return f"profile file {profile} is not stored" if profile is not None else None
+
+
+_SQLITE_EVENT_TYPES = {
+    "event_id": "text",
+    "stream_id": "text",
+    "stream_version": "integer",
+    "event_type": "text",
+    "schema_version": "integer",
+    "recorded_at": "text",
+    "payload": "blob",
+    "parent_hash": "text",
+    "event_hash": "text",
+}
+
+
+def _check_storage(store: Store, conn, run_id: str | None, check: str) -> None:
+    """On SQLite (which stores any value in any column), the first event with a column of
+    another storage type than the ledger writes (a payload stored as text, say): reading
+    it as if it were right would hide a rewrite of the database."""
+    if store.dialect != "sqlite":
+        return  # PostgreSQL enforces the column types
+    wrong = " OR ".join(f"typeof({c}) != '{t}'" for c, t in _SQLITE_EVENT_TYPES.items())
+    kinds = ", ".join(f"typeof({c})" for c in _SQLITE_EVENT_TYPES)
+    where = f"({wrong})" + (" AND stream_id = :run" if run_id is not None else "")
+    row = conn.execute(
+        text(
+            f"SELECT seq, stream_id, stream_version, {kinds} FROM events WHERE {where} "
+            "ORDER BY seq LIMIT 1"
+        ),
+        {"run": run_id} if run_id is not None else {},
+    ).first()
+    if row is not None:
+        found = dict(zip(_SQLITE_EVENT_TYPES, row[3:], strict=True))
+        column = next(c for c, t in _SQLITE_EVENT_TYPES.items() if found[c] != t)
+        reason = (
+            f"column {column} is stored as {found[column]}, not {_SQLITE_EVENT_TYPES[column]}: "
+            "the row was written outside kernel-ledger"
+        )
+        raise ReplayStop(Failure(row[0], str(row[1]), row[2], check, reason))
+
+
 def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -> None:
+    sqlite = store.dialect == "sqlite"
+    wrong = "typeof(content) != 'blob' OR typeof(size) != 'integer' OR " if sqlite else ""
+    row = conn.execute(
+        text(
+            f"SELECT sha256 FROM blobs WHERE {wrong}size != length(content) ORDER BY sha256 LIMIT 1"
+        )
+    ).first()
+    if row is not None:
+        raise _fail(
+            None, "blobs", f"stored blob {row[0]}: its size or storage type is not what was stored"
+        )
     for digest, content in store.iter_blobs(conn):
         if sha256_hex(content) != digest:
             raise _fail(None, "blobs", f"stored kernel source {digest} does not hash to its key")
     for stream_id, state in sorted(streams.items()):
         if type(state) is _Concluded:
-            missing = state.missing_kernel
+            missing = state.missing_blob
         else:
-            missing = _missing_kernel(store, conn, state.kernels)
+            missing = _missing_blob(store, conn, state)
         if missing is not None:
-            raise _fail(None, "blobs", f"run {stream_id!r}: kernel source {missing} is not stored")
+            raise _fail(None, "blobs", f"run {stream_id!r}: {missing}")
 
 
 def rebuild_projections(store: Store) -> int:

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import functools
 import json
+import math
 import os
 import stat
 import uuid
@@ -35,6 +36,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from ledger.errors import (
+    CheckFailed,
     ConflictError,
     InputError,
     LedgerMissing,
@@ -61,15 +63,42 @@ def resolve_url(db: str | None) -> str:
     return db or os.environ.get("KERNEL_LEDGER_DB") or DEFAULT_DB
 
 
+_SQLITE_OPTIONS = ("timeout",)
+
+
 def parse_url(url: str, flag: str = "--db") -> Any:
     """The parsed ledger URL (a SQLAlchemy `URL`) of a backend kernel-ledger runs on; `flag`
-    names the option it came from in the error."""
+    names the option it came from in the error. A SQLite URL names a file (an in-memory
+    database keeps nothing a command writes) and takes no options but a numeric `timeout`."""
+    shown = display(url)
     try:
         parsed = make_url(url)
-    except sa_exc.ArgumentError:
-        raise InputError(f"{flag} {url!r} is not a database URL") from None
+        parsed.port  # noqa: B018 - a malformed host or port fails here, not on first use
+    except (sa_exc.ArgumentError, ValueError):
+        raise InputError(f"{flag} {shown!r} is not a database URL") from None
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise InputError(f"{flag} must be a sqlite:// or postgresql+psycopg:// URL, not {url!r}")
+        raise InputError(f"{flag} must be a sqlite:// or postgresql+psycopg:// URL, not {shown!r}")
+    if any("\x00" in str(part) for part in (parsed.database, parsed.host, parsed.username)):
+        raise InputError(f"{flag} {shown!r} holds a NUL character")
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if not database or database == ":memory:" or database.startswith("file:"):
+            raise InputError(
+                f"{flag} {shown!r} is not a ledger file (an in-memory or URI database keeps "
+                "nothing a command writes); name a file: sqlite:///path/to/ledger.sqlite3"
+            )
+        for key, value in parsed.query.items():
+            if key not in _SQLITE_OPTIONS:
+                raise InputError(
+                    f"{flag} {shown!r}: the SQLite URL option {key!r} is not supported "
+                    "(only timeout=SECONDS)"
+                )
+            try:
+                seconds = float(value) if isinstance(value, str) else math.nan
+            except ValueError:
+                seconds = math.nan
+            if not 0 <= seconds <= 3600:
+                raise InputError(f"{flag} {shown!r}: timeout must be 0 to 3600 seconds")
     return parsed
 
 
@@ -143,7 +172,7 @@ EVENT_COLUMNS = (
 )
 
 
-# a StoredEvent as an events row (`EVENT_COLUMNS` order), as `insert_verified` takes it
+# a StoredEvent as an events row (`EVENT_COLUMNS` order)
 event_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
 
 
@@ -155,6 +184,32 @@ def _stored(row: Any) -> StoredEvent:
         payload = bytes(payload)
     return StoredEvent(
         row[0], row[1], row[2], row[3], row[4], row[5], row[6], payload, row[8], row[9]
+    )
+
+
+def _sealed_row(
+    e: StoredEvent, seq: int, stream_id: str, version: int, parent: str, hashes_checked: bool
+) -> tuple[Any, ...]:
+    """The events row of an already stored event, written at `seq`: refused unless it is
+    the stream's event at `version` after `parent`, and (unless checked) its hash holds."""
+    where = f"event {e.event_id} ({e.stream_id} v{e.stream_version})"
+    if e.stream_id != stream_id or e.stream_version != version or e.parent_hash != parent:
+        raise InputError(
+            f"{where} does not continue run {stream_id!r} at version {version}; nothing was written"
+        )
+    if not hashes_checked and e.computed_hash() != e.event_hash:
+        raise InputError(f"{where}: event_hash does not match its content; nothing was written")
+    return (
+        seq,
+        e.event_id,
+        stream_id,
+        version,
+        e.event_type,
+        e.schema_version,
+        e.recorded_at,
+        e.payload,
+        parent,
+        e.event_hash,
     )
 
 
@@ -222,6 +277,13 @@ class Store:
             ) from None
         if not stat.S_ISREG(info.st_mode):
             raise StoreUnavailable(f"the ledger path {display(path)} is not a regular file")
+        if info.st_nlink > 1 and _other_links(path, info) > 0:
+            raise StoreUnavailable(
+                f"the ledger file {display(path)} has {info.st_nlink} hard links: SQLite keeps "
+                "a write-ahead log per name, so appends made under one name can be lost "
+                "through another; nothing was read or written. Keep one name (delete the "
+                "other links) or copy the file"
+            )
         wal = Path(f"{path}-wal")
         if info.st_size == 0 and not (wal.exists() and wal.stat().st_size > 0):
             raise StoreUnavailable(
@@ -234,7 +296,8 @@ class Store:
     def _create_sqlite_ledger(self, parsed, path: Path) -> None:
         """Make a new ledger at head beside `path`, then link it into place: no process ever
         sees a half-made ledger (or an empty file) at `path`."""
-        temp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        _remove_dead_creations(path)
+        temp = path.with_name(f"{_creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.engine = self._engine(parsed.set(database=str(temp)))
         try:
             with self.transaction(write=True) as conn:
@@ -333,6 +396,13 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def ledger_files(self) -> tuple[Path, ...]:
+        """The files of a SQLite ledger (the database and the files SQLite keeps beside
+        it), which no output may overwrite; none for PostgreSQL."""
+        from ledger.files import ledger_companions
+
+        return ledger_companions(self.path) if self.path is not None else ()
 
     # --- transactions --------------------------------------------------------------------
 
@@ -471,55 +541,71 @@ class Store:
                 f"run {stream_id} is at version {version}, not {expected_version}: another "
                 "writer recorded first; nothing was written, retry with fresh state"
             )
-        if not batch:
-            return [], True
-        seq = conn.execute(_LAST_SEQ).scalar_one()
+        return self.write(conn, stream_id, (version, parent), batch), True
+
+    def write(
+        self,
+        conn: Connection,
+        stream_id: str,
+        head: tuple[int, str],
+        batch: Sequence[NewEvent | StoredEvent],
+        *,
+        after_seq: int | None = None,
+        hashes_checked: bool = False,
+    ) -> list[StoredEvent]:
+        """The one way events enter the log: `batch` continues the stream from `head` (its
+        version and event hash), each event gets the next `seq` after `after_seq` (default:
+        the log's last) and the next stream version, and the rows go to the driver in one
+        executemany.
+
+        A `NewEvent` is canonicalized and hashed here. A `StoredEvent` is an event as another
+        ledger or a bundle stored it (its payload bytes, id, time and hashes are kept): it
+        must carry the version and parent hash it gets here, and its event hash is
+        recomputed from its envelope unless the caller's own checks did so
+        (`hashes_checked`). Either refusal raises `InputError`, and the caller's transaction
+        writes nothing."""
+        version, parent = head
+        seq = conn.execute(_LAST_SEQ).scalar_one() if after_seq is None else after_seq
         rows = []
-        stored = []
         for item in batch:
             seq += 1
             version += 1
-            event_type = item.event.event_type
-            schema_version = item.event.schema_version
-            # = item.event.canonical_payload()
-            payload = canonical(item.event.payload(), string_keys=True)
-            digest = event_hash(
-                stream_id=stream_id,
-                stream_version=version,
-                event_id=item.event_id,
-                event_type=event_type,
-                schema_version=schema_version,
-                recorded_at=item.recorded_at,
-                parent_hash=parent,
-                payload=payload,
-            )
-            row = (
-                seq,
-                item.event_id,
-                stream_id,
-                version,
-                event_type,
-                schema_version,
-                item.recorded_at,
-                payload,
-                parent,
-                digest,
-            )
+            if type(item) is NewEvent:
+                event = item.event
+                event_type, schema_version = event.event_type, event.schema_version
+                # = event.canonical_payload()
+                payload = canonical(event.payload(), string_keys=True)
+                digest = event_hash(
+                    stream_id=stream_id,
+                    stream_version=version,
+                    event_id=item.event_id,
+                    event_type=event_type,
+                    schema_version=schema_version,
+                    recorded_at=item.recorded_at,
+                    parent_hash=parent,
+                    payload=payload,
+                )
+                row = (
+                    seq,
+                    item.event_id,
+                    stream_id,
+                    version,
+                    event_type,
+                    schema_version,
+                    item.recorded_at,
+                    payload,
+                    parent,
+                    digest,
+                )
+            else:
+                row = _sealed_row(item, seq, stream_id, version, parent, hashes_checked)
             rows.append(row)
-            stored.append(StoredEvent(*row))
-            parent = digest
+            parent = row[9]
         # The driver's executemany, without a per-row pass through SQLAlchemy's parameter
         # processing: the rows are plain str, int and bytes already.
-        conn.exec_driver_sql(insert_events_sql(conn), rows)
-        return stored, True
-
-    def insert_verified(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert events rows (`EVENT_COLUMNS` order) exactly as given: events whose bytes,
-        hashes and chain the caller has verified already (a bundle's, another ledger's), so
-        nothing is canonicalized or hashed here. The caller assigns `seq` after this log's
-        last one; the table's constraints still refuse a taken seq, id or version."""
         if rows:
-            conn.exec_driver_sql(insert_events_sql(conn), list(rows))
+            conn.exec_driver_sql(insert_events_sql(conn), rows)
+        return [StoredEvent(*row) for row in rows]
 
     def _already_appended(
         self, conn: Connection, stream_id: str, batch: Sequence[NewEvent]
@@ -636,9 +722,15 @@ class Store:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
 
     def ledger_id(self, conn: Connection) -> str:
-        return conn.execute(
+        found = conn.execute(
             select(ledger_info.c.value).where(ledger_info.c.key == "ledger_id")
-        ).scalar_one()
+        ).scalar_one_or_none()
+        if not isinstance(found, str) or not found:
+            raise CheckFailed(
+                "the ledger has no identity (ledger_info.ledger_id is missing): the table was "
+                "emptied or damaged outside kernel-ledger; nothing was done"
+            )
+        return found
 
     # --- blobs ---------------------------------------------------------------------------
 
@@ -752,6 +844,67 @@ def _sqlite_file(parsed) -> Path | None:
 
 def _companions(path: Path) -> tuple[Path, Path]:
     return Path(f"{path}-wal"), Path(f"{path}-shm")
+
+
+def _creation_prefix(path: Path) -> str:
+    """The name a new ledger is made under before it is linked into place: the prefix,
+    followed by the creating process's id, a dash and a random tag."""
+    return f".{path.name}.new-"
+
+
+def _creations(path: Path) -> Iterator[tuple[Path, int]]:
+    """The files a ledger creation at `path` made (companions included), with the id of the
+    process that made them."""
+    prefix = _creation_prefix(path)
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid, _, _ = entry.name[len(prefix) :].partition("-")
+        if pid.isdigit():
+            yield Path(entry.path), int(pid)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _remove_dead_creations(path: Path) -> None:
+    """Delete what an interrupted creation (a process killed while it made the ledger) left
+    beside `path`; the files of a creation still under way are kept."""
+    for leftover, pid in _creations(path):
+        if not _alive(pid):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _other_links(path: Path, info: os.stat_result) -> int:
+    """How many hard links of the ledger file are not its own creation name: a creation
+    links its new file into place and then removes the temporary name (a dead creation's
+    name is removed here)."""
+    others = info.st_nlink - 1
+    for leftover, pid in _creations(path):
+        try:
+            same = leftover.stat().st_ino == info.st_ino and leftover.stat().st_dev == info.st_dev
+        except OSError:
+            continue
+        if same:
+            others -= 1
+            if not _alive(pid):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+    return others
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:

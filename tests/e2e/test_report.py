@@ -290,13 +290,13 @@ def test_unwritable_destinations_are_refused(cli, campaign, tmp_path):
     folder.mkdir()
     result = cli("report", "--run", campaign.run_id, "--html", folder)
     assert result.exit_code == 2
-    assert result.stderr == f"Error: --html {folder} is a folder; name the HTML file to write\n"
+    assert result.stderr == f"Error: --html {folder} is a folder; name the file to write\n"
 
     blocker = tmp_path / "plain-file"
     blocker.write_text("x")
     result = cli("report", "--run", campaign.run_id, "--html", blocker / "r.html")
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"Error: cannot write the report to {blocker / 'r.html'}: ")
+    assert result.stderr.startswith(f"Error: --html {blocker / 'r.html'} cannot be used: ")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
     result = cli("report", "--run", campaign.run_id, "--html", "  ")

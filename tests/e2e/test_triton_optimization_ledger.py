@@ -3,6 +3,7 @@ the run folder it keeps, and what each step leaves in the ledger."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 from contextlib import redirect_stdout
@@ -200,7 +201,8 @@ def test_a_folder_that_disagrees_with_the_ledger_is_refused(setup) -> None:
 
 def test_a_run_id_a_manifest_cannot_carry_is_refused_before_the_ledger(setup) -> None:
     campaign, folder = setup
-    with pytest.raises(dropin.RunManifestError, match="run_id"):
+    # refused by the run id pattern of the configuration, which is the manifest's
+    with pytest.raises((dropin.RunManifestError, dropin.OptimizationError), match="run_id"):
         dropin.plan(folder, config_path=campaign.config(run_id="Softmax_T"), created_at=NOW)
     assert not folder.exists()
     store = Store(f"sqlite:///{folder.parent / 'ledger.sqlite3'}")
@@ -209,3 +211,35 @@ def test_a_run_id_a_manifest_cannot_carry_is_refused_before_the_ledger(setup) ->
             assert store.event_count(conn) == 0
     finally:
         store.close()
+
+
+def _full_disk(monkeypatch, name: str) -> None:
+    """Staging `name` fails as on a full disk."""
+    stage = dropin._Staged.json
+
+    def json(self, staged: str, value) -> None:
+        if staged == name:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        stage(self, staged, value)
+
+    monkeypatch.setattr(dropin._Staged, "json", json)
+
+
+def test_a_folder_that_cannot_take_the_files_refuses_the_step(setup, monkeypatch) -> None:
+    campaign, folder = setup
+    db = folder.parent / "ledger.sqlite3"
+    with monkeypatch.context() as patched:
+        _full_disk(patched, "manifest.json")
+        code, out = cli("plan", "--output-dir", folder, "--config", campaign.config())
+    assert code == 1 and "No space left" in out["error"]
+    assert not folder.exists()  # nothing left behind: a new plan may use the folder
+    assert events(db) == []
+    dropin.plan(folder, config_path=campaign.config(), created_at=NOW)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    with monkeypatch.context() as patched:
+        _full_disk(patched, "state.json")
+        code, out = cli("record", "--output-dir", folder, "--result", campaign.round([15, 35, 22]))
+    assert code == 1 and "No space left" in out["error"]
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    assert len(events(db)) == 3  # the plan's; the round can be recorded again
+    assert dropin.record(folder, result_path=campaign.round([15, 35, 22]))["decision"] == "KEEP"

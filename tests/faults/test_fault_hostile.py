@@ -604,3 +604,134 @@ def _shared_target(factory) -> Target:
     if "secrets" not in _TARGETS:
         _TARGETS["secrets"] = Target(factory.mktemp("secrets"))
     return _TARGETS["secrets"]
+
+
+# --- bundles, outputs and ledger creation (docs/reliability.md, section 6) ----------------
+
+
+@pytest.mark.parametrize("command", [("import",), ("verify", "--bundle")])
+def test_bundle_inputs_are_bounded(target: Target, command, monkeypatch):
+    """A FIFO and /dev/zero are refused at once (never waited on, never read without end);
+    a 2 GiB sparse file of zeros is refused after one bounded line; the bundle size limit
+    holds (set low here with KERNEL_LEDGER_MAX_BUNDLE_BYTES)."""
+    import resource
+
+    fifo = target.root / "bundle.fifo"
+    os.mkfifo(fifo)
+    zeros = _sparse(target.root / "zeros.bundle.jsonl", 2 * 1024**3)
+    bundle = target.root / "good.bundle.jsonl"
+    bundle.write_bytes(b"".join(rfc8785.dumps(v) + b"\n" for v in target.doc("bundle")))
+    before = target.events()
+    cases = [
+        (fifo, "is not a regular file"),
+        (Path("/dev/zero"), "is not a regular file"),
+        (zeros, "has a line over the"),
+    ]
+    for path, fragment in cases:
+        result = cli(*command, path, db=target.url)
+        assert result.code == 2 and one_line_error(result.stderr), result.stderr
+        assert fragment in result.stderr, result.stderr
+        assert result.seconds < 30
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    monkeypatch.setenv("KERNEL_LEDGER_MAX_BUNDLE_BYTES", "1000")
+    result = cli(*command, bundle, db=target.url)
+    assert result.code == 2 and "over the 1000-byte limit" in result.stderr, result.stderr
+    assert target.events() == before
+    record_figures("bundle_inputs_are_bounded", command=" ".join(command), peak_rss_mib=peak_mib)
+
+
+def test_outputs_never_replace_the_ledger(target: Target):
+    """Every writer, every alias of the ledger file: refused, every event kept."""
+    before = target.events()
+    ledger = target.db
+    link = ledger.parent / "note-alias.txt"
+    link.symlink_to(ledger.name)
+    commands = [
+        ("checkpoint", "--out"),
+        ("export", "--run", RUN, "--out"),
+        ("checkout", "--run", RUN, "--out"),
+        ("report", "--run", RUN, "--html"),
+        ("analyze", "--run", RUN, "--output-dir"),
+    ]
+    tried = 0
+    for command in commands:
+        for path in (ledger, Path(f"{ledger}-wal"), Path(f"{ledger}-shm"), link):
+            out = ledger.parent if command[0] == "analyze" else path
+            if command[0] == "analyze":
+                (ledger.parent / "analysis.json").unlink(missing_ok=True)
+                (ledger.parent / "analysis.json").symlink_to(path)
+            for force in ((), ("--force",)):
+                result = cli(*command, out, *force, db=target.url)
+                tried += 1
+                assert result.code == 2 and one_line_error(result.stderr), result.stderr
+                assert "is the ledger or one of its files" in result.stderr, result.stderr
+    assert target.events() == before
+    assert cli("verify", db=target.url).code == 0
+    record_figures("outputs_never_replace_the_ledger", refused=tried)
+
+
+def test_killed_ledger_creation_leaves_nothing_behind(tmp_path: Path):
+    """kill -9 at random moments of `db upgrade` creating a ledger; the next command makes
+    (or uses) the ledger and no `.NAME.new-PID-*` file is left."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from faultkit import ROOT
+
+    kills = scale(6, 60)
+    rng = random.Random(19)
+    leftovers_seen = 0
+    for n in range(kills):
+        folder = tmp_path / f"k{n}"
+        folder.mkdir()
+        url = f"sqlite:///{folder / 'ledger.sqlite3'}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "--db", url, "db", "upgrade"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.2, 1.2))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        leftovers_seen += sum(".new-" in p.name for p in folder.iterdir())
+        result = cli("db", "upgrade", db=url)
+        assert result.code == 0, result.stderr
+        assert [p.name for p in folder.iterdir() if ".new-" in p.name] == []
+        assert cli("verify", db=url).code == 0
+    record_figures("killed_ledger_creation", kills=kills, leftovers_removed=leftovers_seen)
+
+
+TIMES_IN_RANGE = [1e-6, 1e-6 * (1 + 1e-15), 1.0, 12.5, 1e12 * (1 - 1e-15), 1e12]
+TIMES_OUT_OF_RANGE = [5e-324, 1e-300, 1e-7, 1.0000001e12, 1e308]
+
+
+def test_numeric_edges_of_round_measurements(target: Target):
+    """Medians and samples at, inside and outside the time range, recorded for real: each
+    round is accepted (exit 0, every figure finite) or refused (exit 2, nothing written);
+    never exit 70, never a numpy warning on stderr, and the run stays usable after."""
+    import random
+
+    rng = random.Random(19)
+
+    def time() -> float:
+        return rng.choice(TIMES_OUT_OF_RANGE if rng.random() < 0.1 else TIMES_IN_RANGE)
+
+    examples = scale(30, 600)
+    tally: Counter = Counter()
+    for _ in range(examples):
+        doc = target.round_doc()
+        for row in doc["measurements"]:
+            if rng.random() < 0.5:
+                row["median_us"] = time()
+            else:
+                row.pop("median_us", None)
+                row["samples_us"] = [time() for _ in range(rng.randint(1, 5))]
+                row.pop("repeats", None)
+        check(target, "round", json.dumps(doc).encode(), tally)
+        assert cli("status", "--run", RUN, "--json", db=target.url).code == 0
+    assert tally["accepted"] and tally["rejected"]
+    record_figures("numeric_edges_of_round_measurements", **tally)
