@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cli import tools
 from ledger.errors import InputError, LedgerError
+from ledger.jsonio import RUN_ID_RE
 
 EXIT_CLASSES = {
     1: "check failed",
@@ -37,7 +38,7 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-Run = Annotated[str, Field(description="The run id (--run).", min_length=1)]
+Run = Annotated[str, Field(description="The run id (--run).", pattern=RUN_ID_RE.pattern)]
 Path_ = Annotated[str, Field(description="A file path, relative to the server's folder.")]
 OptPath = Annotated[str | None, Field(description="A file path (optional).")]
 Round = Annotated[int, Field(description="A round number (0: the baseline).", ge=0)]
@@ -133,6 +134,7 @@ class AnalyzeArgs(Args):
     output_dir: str | None = Field(
         None, description="Default: .vaws-local/ascend-triton/optimization/<run>."
     )
+    force: bool = Field(False, description="Overwrite output files that hold other content.")
 
 
 class VerifyArgs(Args):
