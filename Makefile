@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,postgres,sign,report,serve]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,postgres,sign,report,serve,mcp]'
 	@touch $(STAMP)
 
 install: $(STAMP)

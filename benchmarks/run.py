@@ -23,6 +23,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import (
+    bench_agents,
     bench_append,
     bench_bulk,
     bench_history,
@@ -45,6 +46,7 @@ NAMES = (
     "startup",
     "decisions",
     "postgres",
+    "agents",
 )
 FINDINGS = Path(__file__).with_name("findings.md")
 
@@ -191,6 +193,10 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
         timed(bench_small.decisions(repeats=5 if quick else 20), t0)
     if "postgres" in selected:
         sections.extend(_postgres(work, quick, reps))
+    if "agents" in selected:
+        t0 = time.perf_counter()
+        at = (1, 20, 100) if quick else (1, 100, 1000)
+        timed(bench_agents.measure(work / "agents", at=at, repeats=reps), t0)
     return sections
 
 

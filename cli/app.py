@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from types import SimpleNamespace
+from types import MethodType, SimpleNamespace
 
 import typer
 import typer.core
@@ -15,21 +15,35 @@ try:  # newer typer ships its own copy of click
 except ImportError:  # pragma: no cover - typer releases that depend on click
     from click import exceptions as click_exceptions
 
-from cli import audit, db, insight, query, rounds, stats
+from cli import audit, db, insight, query, rounds, skill, stats
 from cli import report as report_cmd
 from cli import serve as serve_cmd
 from cli.output import EXIT_INTERNAL, error
 
 HELP_NAMES = ["-h", "--help"]
+DEFAULT_DB = "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3"  # as the store's
 
 app = typer.Typer(
     name="kernel-ledger",
-    help="An event-sourced, hash-chained ledger for kernel optimization rounds.",
+    help="An event-sourced, hash-chained ledger for kernel optimization rounds.\n\n"
+    "\b\nThe ledger is --db URL, else $KERNEL_LEDGER_DB, else\n"
+    f"{DEFAULT_DB}\n"
+    "(relative to the working directory). Options of the whole program, such as --db,\n"
+    "go before or after the command: kernel-ledger status --db URL.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": HELP_NAMES},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"kernel-ledger {version('kernel-ledger')}\n")
+        raise typer.Exit(0)
 
 
 @app.callback()
@@ -39,8 +53,15 @@ def _global(
         None,
         "--db",
         metavar="URL",
-        help="SQLAlchemy URL of the ledger (default: $KERNEL_LEDGER_DB, else "
-        "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3).",
+        help="SQLAlchemy URL of the ledger (default: see above).",
+    ),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        expose_value=False,
+        callback=_print_version,
+        help="Print the version and exit.",
     ),
 ) -> None:
     ctx.obj = {"db": db_url}
@@ -54,6 +75,36 @@ report_cmd.register(app)
 serve_cmd.register(app)
 audit.register(app)
 app.add_typer(db.app, name="db")
+app.add_typer(skill.app, name="skill")
+
+
+@app.command("mcp")
+def mcp_server(ctx: typer.Context) -> None:
+    """Serve the campaign and audit commands as MCP tools on stdin/stdout, for coding
+    agents: one process, the ledger opened once. Results are the objects --json prints.
+
+    Example: kernel-ledger --db sqlite:///ledger.sqlite3 mcp
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        from ledger.errors import InputError
+
+        raise InputError("kernel-ledger mcp needs the MCP SDK: pip install 'kernel-ledger[mcp]'")
+    from cli.mcpserver import serve
+
+    serve((ctx.obj or {}).get("db"))
+
+
+def usage_pieces(cmd: typer.core.TyperCommand, ctx) -> list[str]:
+    """A usage line as people write it: `profile [OPTIONS] PATH`, `import [OPTIONS] [FILE]`
+    (typer 0.2x writes a required argument as `{PATH}`)."""
+    pieces = [cmd.options_metavar] if cmd.options_metavar else []
+    for param in cmd.get_params(ctx):
+        if isinstance(param, typer.core.TyperArgument):
+            name = param.metavar or (param.name or "ARG").upper()
+            pieces.append(name if param.required else f"[{name}]")
+    return pieces
 
 
 def command() -> typer.core.TyperGroup:
@@ -65,9 +116,12 @@ def command() -> typer.core.TyperGroup:
     needs no pydantic otherwise (`status`). The parser already hands a text option a `str`
     and a flag (the help flag included) a `bool`, so those get typer's own pass-through
     coercion, the one it uses where no adapter applies; options read from the environment
-    (which hands over text) and options of other types keep their adapters. With a typer
-    built differently nothing is changed. tests/e2e/test_status_startup.py checks the
-    effect with the installed typer.
+    (which hands over text) and options of other types keep their adapters. This reaches
+    into typer's private `_coercion`, so pyproject.toml pins typer to the 0.29 series it was
+    tested with; with a typer built differently nothing is changed.
+    tests/e2e/test_status_startup.py checks the effect with the installed typer.
+
+    It also gives every command the usage line of `usage_pieces`.
     """
     group = typer.main.get_command(app)
     try:
@@ -93,6 +147,8 @@ def command() -> typer.core.TyperGroup:
     pending = [group]
     while pending:
         cmd = pending.pop()
+        if isinstance(cmd, typer.core.TyperCommand):
+            cmd.collect_usage_pieces = MethodType(usage_pieces, cmd)
         for param in cmd.params:
             plain(param)
         with contextlib.suppress(AttributeError, TypeError):
@@ -103,11 +159,39 @@ def command() -> typer.core.TyperGroup:
     return group
 
 
+def global_options_first(args: list[str]) -> list[str]:
+    """The arguments with `--db URL` (or `--db=URL`) given after the command moved before
+    it, where the program's options are parsed: `status --db URL` is `--db URL status`.
+
+    >>> global_options_first(["db", "copy", "--to", "B", "--db", "A"])
+    ['--db', 'A', 'db', 'copy', '--to', 'B']
+    """
+    start = 0
+    while start < len(args) and args[start].startswith("-") and args[start] != "--":
+        start += 2 if args[start] == "--db" else 1
+    moved: list[str] = []
+    kept: list[str] = []
+    rest = args[start:]
+    at = 0
+    while at < len(rest):
+        arg = rest[at]
+        if arg == "--":
+            kept += rest[at:]
+            break
+        if arg == "--db" and at + 1 < len(rest):
+            moved += rest[at : at + 2]
+            at += 2
+            continue
+        (moved if arg.startswith("--db=") else kept).append(arg)
+        at += 1
+    return args[:start] + moved + kept
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never let a traceback reach the user."""
     from ledger.errors import LedgerError
 
-    args = sys.argv[1:] if argv is None else argv
+    args = global_options_first(sys.argv[1:] if argv is None else list(argv))
     as_json = "--json" in args
     try:
         result = command()(args=args, prog_name="kernel-ledger", standalone_mode=False)

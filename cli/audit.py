@@ -4,11 +4,11 @@ carry a run to another ledger, and gate a merge on it."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import typer
 
-from cli.common import JSON, MAX_COUNT, checked_run_id, input_path, open_store
+from cli import tools
+from cli.common import JSON, MAX_COUNT, checked_run_id, input_path, ledger, open_store
 from cli.output import emit_json, error, progress, say, terminal_safe
 
 CHECKPOINT = typer.Option(
@@ -68,22 +68,6 @@ def _progress(as_json: bool, what: str = "verifying"):
     return on_progress, finish
 
 
-def _note(value: str | None) -> str | None:
-    from ledger.audit import parse_pinned, read_note_arg
-
-    if value is None:
-        return None
-    note = read_note_arg(value)
-    parse_pinned(note)  # a malformed note is rejected (exit 2) before the ledger is opened
-    return note
-
-
-def _key(value: str | None, flag: str) -> str | None:
-    from ledger.audit import read_key_arg
-
-    return read_key_arg(value, flag) if value is not None else None
-
-
 # --- verify --------------------------------------------------------------------------------
 
 
@@ -114,78 +98,40 @@ def verify(
 
     Example: kernel-ledger verify --checkpoint checkpoint.txt --artifacts
     """
-    if chain:
-        if artifacts or any(v is not None for v in (checkpoint, verifier_key, bundle)):
-            from ledger.errors import InputError
-
-            raise InputError(
-                "--chain checks the hash chain alone; it takes no --checkpoint, "
-                "--verifier-key, --artifacts or --bundle"
-            )
-        _verify_chain(ctx, run, as_json)
-        return
-    key = _key(verifier_key, "--verifier-key")
-    note = _note(checkpoint)
-    if key is not None and note is None:
-        from ledger.errors import InputError
-
-        raise InputError("--verifier-key needs --checkpoint")
-    if bundle is not None:
-        _verify_bundle(bundle, run, artifacts, note, key, as_json)
-        return
-    from ledger import audit
-
-    store = open_store(ctx)
     on_progress, finish = _progress(as_json)
-    report = audit.verify(
-        store,
-        run,
-        pinned_note=note,
-        verifier_key=key,
-        artifacts=artifacts,
-        on_progress=on_progress,
-    )
-    finish()
+    try:
+        out = tools.verify(
+            ledger(ctx),
+            run=run,
+            checkpoint=checkpoint,
+            verifier_key=verifier_key,
+            artifacts=artifacts,
+            bundle=bundle,
+            chain=chain,
+            on_progress=on_progress,
+        )
+    finally:
+        finish()
+    kind, report = out.value
     if as_json:
-        emit_json(report.as_dict())
-    else:
-        _say_verified(report)
-    if not report.ok:
-        f = report.first_failure
-        if f is not None:
-            _failed_at(f)
-        else:
-            assert report.artifacts is not None
-            count = len(report.artifacts.changed) + len(report.artifacts.missing)
-            sys.stderr.write(
-                f"Error: the ledger verifies, but {count} evidence file(s) changed or vanished\n"
-            )
-        raise typer.Exit(1)
-
-
-def _failed_at(f, of: str = "ledger") -> None:
-    where = f"seq {f.seq} ({f.stream_id} v{f.stream_version})" if f.seq else of
-    what = "verification" if of == "ledger" else f"{of} verification"
-    sys.stderr.write(f"Error: {what} failed at {where}: {f.check}: {f.reason}\n")
-
-
-def _verify_chain(ctx: typer.Context, run: str | None, as_json: bool) -> None:
-    from ledger.verify import verify_chain
-
-    store = open_store(ctx)
-    on_progress, finish = _progress(as_json)
-    report = verify_chain(store, run, on_progress=on_progress)
-    finish()
-    if as_json:
-        emit_json(report.as_dict())
-    elif report.ok:
+        emit_json(out.document)
+    elif kind == "chain" and report.ok:
         say(
             f"chain verified: {report.events_checked} events in {report.runs_checked} runs; "
             f"checks {', '.join(report.checks)} all ok"
         )
-    if not report.ok:
-        assert report.first_failure is not None
-        _failed_at(report.first_failure)
+    elif kind == "bundle" and report.ok:
+        say(
+            f"bundle verified: run {report.run_id}, {report.events_checked} events and "
+            f"{report.blobs_checked} files, all in the tree of {report.tree_size} events of "
+            f"{report.origin} ({report.root})"
+        )
+        if report.pinned is not None:
+            say(f"pinned checkpoint of {report.pinned['size']} events holds")
+    elif kind == "ledger":
+        _say_verified(report)
+    if out.failure is not None:
+        sys.stderr.write(f"Error: {out.failure}\n")
         raise typer.Exit(1)
 
 
@@ -208,32 +154,6 @@ def _say_verified(report) -> None:
         )
         for sentence in art.sentences():
             say(f"  {sentence}")
-
-
-def _verify_bundle(
-    bundle: str, run: str | None, artifacts: bool, note: str | None, key, as_json: bool
-) -> None:
-    from ledger.bundle import check_bundle
-    from ledger.errors import InputError
-
-    if run is not None or artifacts:
-        raise InputError("--bundle is checked on its own; it takes no --run or --artifacts")
-    report, _ = check_bundle(input_path(bundle, "--bundle"), pinned_note=note, verifier_key=key)
-    if as_json:
-        emit_json(report.as_dict())
-    elif report.ok:
-        say(
-            f"bundle verified: run {report.run_id}, {report.events_checked} events and "
-            f"{report.blobs_checked} files, all in the tree of {report.tree_size} events of "
-            f"{report.origin} ({report.root})"
-        )
-        if report.pinned is not None:
-            say(f"pinned checkpoint of {report.pinned['size']} events holds")
-    if not report.ok:
-        f = report.first_failure
-        assert f is not None
-        _failed_at(f, "bundle")
-        raise typer.Exit(1)
 
 
 # --- checkpoint ----------------------------------------------------------------------------
@@ -277,7 +197,7 @@ def checkpoint(
         else:
             say(f"signer key written to {path} (keep it secret); verifier key:\n{verifier}")
         return
-    signer = _key(sign, "--sign")
+    signer = tools.key_arg(sign, "--sign")
     out_path = input_path(out, "--out") if out is not None else None
     store = open_store(ctx)
     if out_path is not None:  # refused before the ledger is verified and the note stored
@@ -333,7 +253,7 @@ def export(
     """
     from ledger.bundle import export_run
 
-    notes = [n for n in (_note(c) for c in checkpoint or []) if n is not None]
+    notes = [n for n in (tools.pinned_note(c) for c in checkpoint or []) if n is not None]
     out_path = input_path(out, "--out")
     result = export_run(open_store(ctx), run, out_path, pinned_notes=notes, force=force)
     if as_json:
@@ -359,7 +279,7 @@ def export(
 
 def import_(
     ctx: typer.Context,
-    file: str = typer.Argument(None, metavar="[FILE]", help="A bundle written by export."),
+    file: str = typer.Argument(None, metavar="FILE", help="A bundle written by export."),
     legacy: str = typer.Option(
         None, "--legacy", metavar="DIR", help="A run folder of the JSON-file controller."
     ),
@@ -396,8 +316,8 @@ def import_(
         return
     from ledger.bundle import import_bundle
 
-    note = _note(checkpoint)
-    key = _key(verifier_key, "--verifier-key")
+    note = tools.pinned_note(checkpoint)
+    key = tools.key_arg(verifier_key, "--verifier-key")
     if key is not None and note is None:
         raise InputError("--verifier-key checks the signature of a --checkpoint; name one")
     path = input_path(file, "FILE")
@@ -510,29 +430,18 @@ def check_merge(
     """The pre-merge gate: exit 0 only if the run concluded passed, the file is its best
     kernel, the run verifies and the pinned checkpoint (if given) holds.
 
-    Example: kernel-ledger check-merge --run softmax-demo-001 --kernel src/softmax.py --markdown
+    Example:
+
+    \b
+        kernel-ledger check-merge --run softmax-demo-001 \\
+          --kernel examples/softmax-demo/kernels/softmax_r5_gridstride.py
     """
-    from ledger.gate import check_merge as gate
-
-    key = _key(verifier_key, "--verifier-key")
-    note = _note(checkpoint)
-    if key is not None and note is None:
-        from ledger.errors import InputError
-
-        raise InputError("--verifier-key needs --checkpoint")
-    result = gate(
-        open_store(ctx),
-        run,
-        input_path(kernel, "--kernel"),
-        pinned_note=note,
-        verifier_key=key,
-        strict_artifacts=strict_artifacts,
+    out = tools.check_merge(
+        ledger(ctx), run, kernel, checkpoint, verifier_key, strict_artifacts, markdown
     )
+    result = out.value
     if as_json:
-        body = result.as_dict()
-        if markdown:
-            body["markdown"] = result.markdown()
-        emit_json(body)
+        emit_json(out.document)
     elif markdown:
         sys.stdout.write(terminal_safe(result.markdown()))
     else:
@@ -544,9 +453,8 @@ def check_merge(
             say(f"  - {reason}")
         for note_text in result.notes:
             say(f"  note: {note_text}")
-    if not result.ok:
-        more = f" (and {len(result.reasons) - 1} more)" if len(result.reasons) > 1 else ""
-        sys.stderr.write(f"Error: check-merge failed: {result.reasons[0]}{more}\n")
+    if out.failure is not None:
+        sys.stderr.write(f"Error: {out.failure}\n")
         raise typer.Exit(1)
 
 
@@ -573,38 +481,27 @@ def checkout(
 ) -> None:
     """Restore the best kernel (or a round's candidate) byte for byte from the ledger.
 
-    Example: kernel-ledger checkout --run softmax-demo-001 --out src/softmax.py
+    Example: kernel-ledger checkout --run softmax-demo-001 --out softmax.py
     """
-    from ledger.errors import InputError
-    from ledger.gate import restore_kernel, write_kernel
-
-    if out is None and as_json:
-        raise InputError("--json prints a JSON object; name the kernel file with --out")
-    store = open_store(ctx)
-    restored = restore_kernel(store, run, round_no)
-    if out is None:
-        sys.stdout.flush()
-        if hasattr(sys.stdout, "buffer"):
-            sys.stdout.buffer.write(restored.content)
-            sys.stdout.buffer.flush()
-        else:  # a text-only stream (tests): the source as text
-            sys.stdout.write(restored.content.decode("utf-8", errors="replace"))
-        return
-    written = write_kernel(Path(out), restored.content, force=force, protected=store.ledger_files())
-    if as_json:
-        emit_json(
-            {
-                "status": "ok",
-                "run_id": restored.run_id,
-                "round": restored.round,
-                "sha256": restored.sha256,
-                "recorded_path": restored.recorded_path,
-                "path": str(written),
-                "bytes": len(restored.content),
-            }
-        )
-    else:
+    if out is not None:
+        done = tools.checkout(ledger(ctx), run, out, round_no, force)
+        if as_json:
+            emit_json(done.document)
+            return
+        restored, written = done.value
         say(
             f"restored round {restored.round}'s kernel {restored.sha256[:12]} of run "
             f"{restored.run_id} to {written} ({len(restored.content)} bytes)"
         )
+        return
+    if as_json:
+        from ledger.errors import InputError
+
+        raise InputError("--json prints a JSON object; name the kernel file with --out")
+    restored = tools.restore(ledger(ctx), run, round_no)
+    sys.stdout.flush()
+    if hasattr(sys.stdout, "buffer"):
+        sys.stdout.buffer.write(restored.content)
+        sys.stdout.buffer.flush()
+    else:  # a text-only stream (tests): the source as text
+        sys.stdout.write(restored.content.decode("utf-8", errors="replace"))

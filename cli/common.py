@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
+
+from cli.tools import Ledger, input_path
+
+__all__ = [
+    "JSON",
+    "MAX_COUNT",
+    "checked_run_id",
+    "input_path",
+    "ledger",
+    "ledger_url",
+    "open_service",
+    "open_store",
+]
 
 JSON = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
 
@@ -32,12 +43,9 @@ def open_store(ctx: typer.Context, *, check_schema: bool = True, create: bool = 
     return Store(ledger_url(ctx), create=create, check_schema=check_schema)
 
 
-def input_path(value: str, flag: str) -> Path:
-    if not value or not value.strip():
-        from ledger.errors import InputError
-
-        raise InputError(f"{flag} needs a file path")
-    return Path(value)
+def ledger(ctx: typer.Context) -> Ledger:
+    """The --db ledger for the shared use cases (cli/tools.py), opened by the command."""
+    return Ledger(lambda create=False: open_store(ctx, create=create))
 
 
 def checked_run_id(value: str | None) -> str | None:

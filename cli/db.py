@@ -10,7 +10,11 @@ import typer
 from cli.common import JSON, ledger_url, open_store
 from cli.output import emit_json, progress, say
 
-app = typer.Typer(help="Schema migrations, moving a ledger, database roles.", no_args_is_help=True)
+app = typer.Typer(
+    help="Schema migrations, moving a ledger, database roles.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 
 @app.command("upgrade")

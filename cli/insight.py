@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from cli.common import JSON, MAX_COUNT, checked_run_id, input_path, open_service
+from cli import tools
+from cli.common import JSON, MAX_COUNT, checked_run_id, ledger
 from cli.output import emit_json, pct, say, table
 
 
@@ -41,31 +42,17 @@ def profile(
     """Ingest profiler output (msprof op folder, op_summary, kernel_details, ncu CSV or a
     JSON signal map) for one kernel of a run, and attribute its bottleneck.
 
-    Example: kernel-ledger profile --run softmax-demo-001 --baseline OPPROF_20261102/
+    Example:
+
+    \b
+        kernel-ledger profile --run softmax-demo-001 \\
+          --baseline tests/fixtures/profiles/msprof-op/single
     """
-    event = open_service(ctx).profile(
-        run,
-        input_path(path, "PATH"),
-        baseline=baseline,
-        round_no=round_no,
-        kernel_sha256=kernel,
-        kernel_name=kernel_name,
-        shape=shape,
-    )
-    attribution = event.attribution or {}
+    out = tools.profile(ledger(ctx), path, run, baseline, round_no, kernel, kernel_name, shape)
     if as_json:
-        emit_json(
-            {
-                "status": "recorded",
-                "run_id": run,
-                "kernel_sha256": event.kernel_sha256,
-                "format": event.format,
-                "signals": event.signals,
-                "attribution": attribution,
-                "notes": attribution.get("notes", []),
-            }
-        )
+        emit_json(out.document)
         return
+    event, attribution = out.value, out.document["attribution"]
     say(f"profile of {event.kernel_sha256[:12]} ({event.format}): {len(event.signals)} signals")
     say(f"bottleneck: {attribution.get('bottleneck')}")
     for line in attribution.get("evidence", []):
@@ -96,24 +83,21 @@ def diagnose(
 ) -> None:
     """Record a new bottleneck model after repeated failures; the failure count restarts.
 
-    Example: kernel-ledger diagnose --run r1 --bottleneck memory-transfer --evidence "MTE2 0.71"
+    Example:
+
+    \b
+        kernel-ledger diagnose --run softmax-demo-001 \\
+          --bottleneck memory-transfer --evidence "MTE2 ratio 0.57"
     """
-    event = open_service(ctx).diagnose(run, bottleneck, evidence)
+    out = tools.diagnose(ledger(ctx), run, bottleneck, evidence)
     if as_json:
-        emit_json(
-            {
-                "status": "recorded",
-                "run_id": run,
-                "bottleneck": event.bottleneck,
-                "after_round": event.after_round,
-                "consecutive_failures_before": event.consecutive_failures_before,
-            }
-        )
-    else:
-        say(
-            f"run {run}: bottleneck model now {event.bottleneck} (after round "
-            f"{event.after_round}); consecutive failures restart from 0"
-        )
+        emit_json(out.document)
+        return
+    event = out.value
+    say(
+        f"run {run}: bottleneck model now {event.bottleneck} (after round "
+        f"{event.after_round}); consecutive failures restart from 0"
+    )
 
 
 def show(
@@ -128,10 +112,11 @@ def show(
 
     Example: kernel-ledger show --run softmax-demo-001 --round 2
     """
-    detail = open_service(ctx).round_detail(run, round_no)
+    out = tools.show(ledger(ctx), run, round_no)
     if as_json:
-        emit_json({"status": "ok", **detail})
+        emit_json(out.document)
         return
+    detail = out.value
     submitted = detail.get("submitted", {})
     decision = detail.get("decision", {})
     say(f"run {run}, round {round_no}")
@@ -193,14 +178,11 @@ def compare(
 
     Example: kernel-ledger compare --run softmax-demo-001 --round 0 --round 5
     """
-    from ledger.errors import InputError
-
-    if len(rounds) != 2:
-        raise InputError("compare needs exactly two --round options")
-    result = open_service(ctx).compare(run, rounds[0], rounds[1])
+    out = tools.compare(ledger(ctx), run, rounds)
     if as_json:
-        emit_json({"status": "ok", **result})
+        emit_json(out.document)
         return
+    result = out.value
     say(
         table(
             ["case", "weight", f"round {rounds[0]} µs", f"round {rounds[1]} µs", "change"],

@@ -74,5 +74,22 @@ def _cell(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 round`, `2 rounds`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def failures(count: int, limit: int) -> str:
+    """Consecutive failures against their limit: `2/5`, or `6 (limit 5)` past it."""
+    return f"{count}/{limit}" if count <= limit else f"{count} (limit {limit})"
+
+
+def diagnose_hint(run_id: str) -> str:
+    return (
+        f"NEEDS DIAGNOSIS: profile again, then record a new bottleneck model with "
+        f"kernel-ledger diagnose --run {run_id} --bottleneck CLASS --evidence TEXT"
+    )
+
+
 def pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.2f}%"

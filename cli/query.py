@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import typer
 
-from cli.common import JSON, MAX_COUNT, checked_run_id, open_service, open_store
-from cli.output import emit_json, pct, say, table
-
-DECISIONS = ("KEEP", "DISCARD", "NOISE", "FAIL")
+from cli import tools
+from cli.common import JSON, MAX_COUNT, checked_run_id, ledger
+from cli.output import diagnose_hint, emit_json, failures, pct, say, table
 
 
 def register(app: typer.Typer) -> None:
@@ -28,18 +25,12 @@ def status(
 
     Example: kernel-ledger status --run softmax-demo-001
     """
-    from ledger.projections import as_dict
-    from ledger.store.eventstore import list_runs
-
-    # A read of the projection rows: the store alone, so start-up does not import the
-    # service's input models and controller (see docs/benchmarks.md, start-up).
-    store = open_store(ctx)
+    out = tools.status(ledger(ctx), run)
+    if as_json:
+        emit_json(out.document)
+        return
     if run is None:
-        with store.transaction() as conn:
-            rows = list_runs(conn)
-        if as_json:
-            emit_json({"status": "ok", "runs": [as_dict(r) for r in rows]})
-            return
+        rows = out.value
         if not rows:
             say("the ledger holds no runs yet")
             return
@@ -62,33 +53,15 @@ def status(
             )
         )
         return
-    with store.transaction() as conn:
-        view = store.load_view(conn, run)
-    if view is None:
-        from ledger.errors import InputError
-
-        raise InputError(f"run {run!r} is not in the ledger")
+    view = out.value
     r = view.run
-    if as_json:
-        emit_json(
-            {
-                "status": "ok",
-                "run": as_dict(r),
-                "best_kernel": {
-                    "sha256": r.best_kernel_sha256,
-                    "path": r.best_kernel_path,
-                    "round": r.best_round,
-                },
-                "cases": [as_dict(c) for c in view.cases],
-            }
-        )
-        return
     say(f"run {r.run_id} ({r.op_name} on {r.soc}): {r.conclusion or r.status}")
     say(
         f"  rounds {r.rounds_recorded}/{r.max_rounds}, kept {r.kept_rounds}, consecutive "
-        f"failures {r.consecutive_failures}/{r.max_consecutive_failures}"
-        + (", NEEDS DIAGNOSIS" if r.needs_diagnosis else "")
+        f"failures {failures(r.consecutive_failures, r.max_consecutive_failures)}"
     )
+    if r.needs_diagnosis and not r.conclusion:
+        say(f"  {diagnose_hint(r.run_id)}")
     say(
         f"  cumulative improvement {pct(r.cumulative_improvement)} (target "
         f"{pct(r.target_relative_improvement)}, {'met' if r.target_met else 'not met'})"
@@ -100,24 +73,6 @@ def status(
             [(c.case_id, c.weight, c.baseline_median_us, c.best_median_us) for c in view.cases],
         )
     )
-
-
-def _date(value: str | None, flag: str) -> str | None:
-    if value is None:
-        return None
-    from ledger.errors import InputError
-
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"{flag} must be a date or time like 2026-11-30 or 2026-11-30T12:00:00Z"
-        ) from None
-    if parsed.tzinfo is not None:
-        from datetime import UTC
-
-        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
-    return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def history(
@@ -158,37 +113,28 @@ def history(
 
     Example: kernel-ledger history --op softmax --decision KEEP
     """
-    from ledger.errors import InputError
-    from ledger.projections import as_dict
-    from ledger.store.eventstore import RoundFilter, query_rounds
-
-    if decision is not None and decision.upper() not in DECISIONS:
-        raise InputError(f"--decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
-    if limit is not None and limit < 1:
-        raise InputError("--limit must be at least 1")
-    if like_profile is not None:
-        _like_profile(ctx, like_profile, kernel_name, limit or 10, as_json)
-        return
-    f = RoundFilter(
-        run_id=run,
-        bottleneck=bottleneck,
-        op_name=op,
+    out = tools.history(
+        ledger(ctx),
+        run=run,
+        op=op,
         soc=soc,
-        decision=decision.upper() if decision else None,
+        decision=decision,
+        bottleneck=bottleneck,
         mechanism=mechanism,
+        like_profile=like_profile,
+        kernel_name=kernel_name,
         search=search,
-        since=_date(since, "--since"),
-        until=_date(until, "--until"),
+        since=since,
+        until=until,
         limit=limit,
     )
-    service = open_service(ctx)
-    if run is not None:
-        service.view(run)  # an unknown run is an error, not an empty list
-    with service.store.transaction() as conn:
-        rows = query_rounds(conn, f)
     if as_json:
-        emit_json({"status": "ok", "count": len(rows), "rounds": [as_dict(r) for r in rows]})
+        emit_json(out.document)
         return
+    if like_profile is not None:
+        _say_like_profile(*out.value)
+        return
+    rows = out.value
     if not rows:
         say("no rounds match")
         return
@@ -218,35 +164,7 @@ def history(
             say(f"  {r.run_id} round {r.round}: {found.text}")
 
 
-def _like_profile(ctx, path: str, kernel_name: str | None, limit: int, as_json: bool) -> None:
-    from pathlib import Path
-
-    from ledger.bottleneck import classify
-    from ledger.profiles import load_profile
-    from ledger.projections import as_dict
-    from ledger.similar import rank
-    from ledger.store.eventstore import rounds_with_bottleneck
-
-    parsed = load_profile(Path(path), kernel_name=kernel_name)
-    attribution = classify(parsed.signals, attributes=parsed.attributes)
-    service = open_service(ctx)
-    with service.store.transaction() as conn:
-        candidates = rounds_with_bottleneck(conn, str(attribution.bottleneck), 500)
-    similar = rank(parsed.signals, candidates, limit)
-    if as_json:
-        emit_json(
-            {
-                "status": "ok",
-                "bottleneck": str(attribution.bottleneck),
-                "first_experiment": attribution.first_experiment,
-                "count": len(similar),
-                "rounds": [
-                    {**as_dict(s.row), "distance": s.distance, "shared_signals": s.shared_signals}
-                    for s in similar
-                ],
-            }
-        )
-        return
+def _say_like_profile(attribution, similar) -> None:
     say(f"profile bottleneck: {attribution.bottleneck}")
     say(f"first experiment: {attribution.first_experiment}")
     if not similar:

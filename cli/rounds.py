@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from cli.common import JSON, checked_run_id, input_path, open_service
-from cli.output import emit_json, pct, say
+from cli import tools
+from cli.common import JSON, checked_run_id, ledger
+from cli.output import diagnose_hint, emit_json, pct, plural, say
 
 
 def register(app: typer.Typer) -> None:
@@ -19,34 +18,30 @@ def register(app: typer.Typer) -> None:
 def plan(
     ctx: typer.Context,
     config: str = typer.Option(..., "--config", metavar="FILE", help="Run configuration JSON."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Only check the configuration; write nothing."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Validate a run configuration and lock the run (baseline, cases, objective).
 
-    Example: kernel-ledger plan --config examples/softmax-demo/config.json
+    A key the contract does not know is kept, with a warning when it looks like a typo of
+    one it does; so is an objective value that reads like a percentage.
+
+    Example: kernel-ledger plan --config examples/softmax-demo/config.json --dry-run
     """
-    result = open_service(ctx, create=True).plan(input_path(config, "--config"))
+    out = tools.plan(ledger(ctx), config, dry_run)
     if as_json:
-        emit_json(
-            {
-                "status": "planned",
-                "run_id": result.run_id,
-                "kernel_sha256": result.kernel_sha256,
-                "case_count": result.case_count,
-                **_not_found(result.samples_not_found),
-            }
-        )
-    else:
-        say(
-            f"planned run {result.run_id}: {result.case_count} cases, kernel "
-            f"{result.kernel_sha256[:12]}"
-        )
-        _say_not_found("baseline", result.samples_not_found)
-
-
-def _not_found(cases: tuple[str, ...]) -> dict[str, list[str]]:
-    """The JSON key naming cases whose samples file was named but not found, when any were."""
-    return {"samples_not_found": list(cases)} if cases else {}
+        emit_json(out.document)
+        return
+    result = out.value
+    what = "checked (nothing written)" if dry_run else "planned"
+    say(
+        f"{what} run {result.run_id}: {result.case_count} cases, kernel {result.kernel_sha256[:12]}"
+    )
+    for warning in result.warnings:
+        say(f"warning: {warning}")
+    _say_not_found("baseline", result.samples_not_found)
 
 
 def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
@@ -67,35 +62,28 @@ def record(
 ) -> None:
     """Record one round and print the controller's decision.
 
-    Example: kernel-ledger record --run softmax-demo-001 --result rounds/round-1.json
+    Example:
+
+    \b
+        kernel-ledger record --run softmax-demo-001 \\
+          --result examples/softmax-demo/rounds/round-1.json
     """
-    r = open_service(ctx).record(run, input_path(result, "--result"))
+    out = tools.record(ledger(ctx), run, result)
     if as_json:
-        emit_json(
-            {
-                "status": "recorded",
-                "run_id": r.run_id,
-                "round": r.round,
-                "decision": r.decision,
-                "relative_improvement": r.relative_improvement,
-                "worst_case_regression": r.worst_case_regression,
-                "cumulative_improvement": r.cumulative_improvement,
-                "target_met": r.target_met,
-                "needs_diagnosis": r.needs_diagnosis,
-                "remaining_rounds": r.remaining_rounds,
-                "best_kernel_sha256": r.best_kernel_sha256,
-                **({"flags": list(r.flags)} if r.flags else {}),
-                **_not_found(r.samples_not_found),
-            }
-        )
-    else:
-        say(
-            f"round {r.round}: {r.decision}  I {pct(r.relative_improvement)}  "
-            f"R {pct(r.worst_case_regression)}  cumulative {pct(r.cumulative_improvement)}  "
-            f"target {'met' if r.target_met else 'not met'}  "
-            f"{r.remaining_rounds} rounds left" + ("  NEEDS DIAGNOSIS" if r.needs_diagnosis else "")
-        )
-        _say_not_found(f"round {r.round}", r.samples_not_found)
+        emit_json(out.document)
+        return
+    r = out.value
+    if r.already_recorded:
+        say(f"round {r.round} is already recorded from this file; nothing was written")
+    say(
+        f"round {r.round}: {r.decision}  I {pct(r.relative_improvement)}  "
+        f"R {pct(r.worst_case_regression)}  cumulative {pct(r.cumulative_improvement)}  "
+        f"target {'met' if r.target_met else 'not met'}  "
+        f"{plural(r.remaining_rounds, 'round')} left"
+    )
+    if r.needs_diagnosis:
+        say(diagnose_hint(r.run_id))
+    _say_not_found(f"round {r.round}", r.samples_not_found)
 
 
 def analyze(
@@ -119,24 +107,12 @@ def analyze(
 
     Example: kernel-ledger analyze --run softmax-demo-001 --output-dir out/softmax
     """
-    from ledger.service import analyze as run_analyze
-
-    folder = (
-        Path(output_dir) if output_dir else Path(".vaws-local/ascend-triton/optimization") / run
-    )
-    r = run_analyze(open_service(ctx), run, folder, force=force)
+    out = tools.analyze(ledger(ctx), run, output_dir, force)
     if as_json:
-        emit_json(
-            {
-                "status": r.status,
-                "run_id": r.run_id,
-                "target_met": r.target_met,
-                "best_kernel_sha256": r.best_kernel_sha256,
-                "analysis": str(r.analysis_path),
-            }
-        )
-    else:
-        say(
-            f"run {r.run_id} concluded {r.status}; best kernel {r.best_kernel_sha256[:12]}; "
-            f"wrote {r.output_dir}/analysis.json, report.md, manifest.json"
-        )
+        emit_json(out.document)
+        return
+    r = out.value
+    say(
+        f"run {r.run_id} concluded {r.status}; best kernel {r.best_kernel_sha256[:12]}; "
+        f"wrote {r.output_dir}/analysis.json, report.md, manifest.json"
+    )

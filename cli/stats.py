@@ -7,7 +7,8 @@ import sys
 
 import typer
 
-from cli.common import JSON, checked_run_id, input_path, open_service
+from cli import tools
+from cli.common import JSON, checked_run_id, input_path, ledger
 from cli.output import emit_json, pct, say
 
 
@@ -27,12 +28,17 @@ def noise(
     """Record an A/A remeasure of the current best kernel; session drift is estimated from
     pairs of measurements of the same kernel once five pairs exist.
 
-    Example: kernel-ledger noise --run softmax-demo-001 --measurements aa-1.json
+    Example:
+
+    \b
+        kernel-ledger noise --run softmax-demo-001 \\
+          --measurements examples/softmax-demo/remeasures/aa-1.json
     """
-    result = open_service(ctx).noise(run, input_path(measurements, "--measurements"))
+    out = tools.noise(ledger(ctx), run, measurements)
     if as_json:
-        emit_json({"status": "recorded", **result})
+        emit_json(out.document)
         return
+    result = out.value
     state = (
         f"drift sigma {result['drift_sigma']:.4g} from {result['drift_pairs']} pairs"
         if result["drift_estimated"]
@@ -43,13 +49,19 @@ def noise(
 
 def decide(
     input_file: str = typer.Option(..., "--input", metavar="FILE", help="Decision inputs."),
-    jsonl: bool = typer.Option(False, "--jsonl", help="FILE is JSON Lines; one result per line."),
+    jsonl: bool = typer.Option(
+        False,
+        "--jsonl",
+        help="FILE is JSON Lines: one result per line (with --json, one object listing them).",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Dry run: the decision for given measurements; needs no ledger and writes nothing.
 
-    Each input is {"objective", "cases", "best", "candidate", "statistics"?, "drift_sigma"?}.
-    Example: kernel-ledger decide --input rounds.jsonl --jsonl
+    Each input is {"objective", "cases", "best", "candidate", "statistics"?, "drift_sigma"?};
+    a measurement is {"case_id", "median_us", "repeats"} or {"case_id", "samples_us"}.
+
+    Example: kernel-ledger decide --input examples/decide/rounds.jsonl --jsonl
     """
     from ledger.dryrun import decide_one, parse_input
     from ledger.errors import InputError
@@ -81,6 +93,9 @@ def decide(
     if not items:
         raise InputError(f"decide input {shown} has no lines")
     results = [decide_one(item, where) for where, item in items]  # all checked before output
+    if as_json:  # --json promises exactly one object
+        emit_json({"status": "ok", "count": len(results), "results": results})
+        return
     out = sys.stdout
     for result in results:
         out.write(json.dumps(result, allow_nan=False) + "\n")

@@ -203,6 +203,8 @@ class Attribution:
 
 
 def _fmt(value: float) -> str:
+    if not math.isfinite(value):  # a ratio over a vanishing duration
+        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
     if abs(value) < 10:

@@ -8,6 +8,7 @@ exactly what was decided. The decision rules themselves live in `ledger/decide.p
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,14 @@ def noise_aware(
     return outcome.decision, {**outcome.evidence, **drift.to_evidence()}
 
 
+def _may_bootstrap(samples: Sequence[Sequence[float] | None] | None) -> bool:
+    """Whether one side's samples could reach the bootstrap: every case with at least 3
+    samples (the smallest `min_samples` the statistics accept). Below that the noise-aware
+    decision is the contract's with no statistics, so it is not computed (nor numpy
+    imported)."""
+    return samples is not None and all(s is not None and len(s) >= 3 for s in samples)
+
+
 def _recorded_config(statistics: Any) -> Any:
     """`StatisticsConfig.from_recorded`, built once per distinct recorded `statistics` (a
     replay asks for the same run's settings at every decision)."""
@@ -138,9 +147,9 @@ def decide_round(
         kind = "medians"
     statistics = None
     flags: list[str] = []
-    if candidate_medians is not None and candidate_samples is not None:
+    if candidate_medians is not None and _may_bootstrap(candidate_samples):
         best_samples = evidence.samples(run.best_round)
-        if best_samples is not None:
+        if _may_bootstrap(best_samples):
             decision, statistics = noise_aware(
                 run_id=run.run_id,
                 round_no=round_no,

@@ -49,5 +49,9 @@ class StoreUnavailable(LedgerError):
     exit_code = 4
 
 
+class LedgerMissing(StoreUnavailable):
+    """No ledger exists at the URL, and the command may not create one."""
+
+
 class SchemaOutOfDate(StoreUnavailable):
     """The database schema is older than this version of kernel-ledger."""

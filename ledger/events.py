@@ -132,6 +132,17 @@ class RunPlanned(Event):
     measurement_policy: dict[str, Any] | None = None
     config: FileRef
     config_document: dict[str, Any]
+    # what plan warned about (a likely typo in a key, an objective that reads like a
+    # percentage); present only when there was a warning, so runs planned before the field
+    # existed serialize exactly as they did
+    warnings: list[str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_warnings(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("warnings") is None:
+            data.pop("warnings", None)
+        return data
 
 
 class ValidationLinked(Event):

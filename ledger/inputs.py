@@ -580,3 +580,54 @@ def check_validation(
         manifest_written=written,
         case_matrix_written=matrix_uri,
     )
+
+
+# --- plan warnings ------------------------------------------------------------------------
+
+_OBJECTIVE_FRACTIONS = (
+    "target_relative_improvement",
+    "min_relative_improvement",
+    "noise_floor",
+    "max_case_regression",
+)
+
+
+def _nearest(key: str, known: Sequence[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
+def config_warnings(document: Any) -> list[str]:
+    """What `plan` warns about in a configuration it accepts: a key the contract does not
+    know but that is close to one it does (kept as evidence, as every extra key is), and an
+    objective value above 1, which reads like a percentage where a fraction is meant."""
+    if not isinstance(document, dict):
+        return []
+    warnings = []
+    sections: list[tuple[str, dict[str, Any], Sequence[str]]] = [
+        ("", document, list(RunConfig.model_fields))
+    ]
+    if isinstance(document.get("objective"), dict):
+        sections.append(("objective.", document["objective"], list(ObjectiveIn.model_fields)))
+    for prefix, values, known in sections:
+        for key in values:
+            if key in known:
+                continue
+            near = _nearest(str(key), known)
+            if near is not None and near not in values:
+                warnings.append(
+                    f"config key {prefix}{key} is not one the contract knows (kept as "
+                    f"evidence); did you mean {prefix}{near}?"
+                )
+    objective = document.get("objective")
+    if isinstance(objective, dict):
+        for key in _OBJECTIVE_FRACTIONS:
+            value = objective.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > 1:
+                warnings.append(
+                    f"objective.{key} is {value:g}, that is {value * 100:g}%: objective "
+                    "values are fractions (0.1 is 10%)"
+                )
+    return warnings

@@ -28,7 +28,12 @@ from ledger.controller import (
     samples_not_found,
     settings_from,
 )
-from ledger.errors import ConflictError, InputError, LedgerError
+from ledger.errors import (
+    ConflictError,
+    InputError,
+    LedgerError,
+    LedgerMissing,
+)
 from ledger.events import (
     CaseWeight,
     DiagnosisRecorded,
@@ -57,6 +62,7 @@ from ledger.inputs import (
     base_folder,
     check_measurements,
     check_validation,
+    config_warnings,
     load_config,
     load_round_result,
     parse_measurements,
@@ -81,6 +87,8 @@ class PlanResult:
     case_count: int
     samples_not_found: tuple[str, ...] = ()  # baseline cases whose `source` was not there
     events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
+    warnings: tuple[str, ...] = ()
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,7 @@ class RecordResult:
     flags: tuple[str, ...] = ()
     samples_not_found: tuple[str, ...] = ()  # cases whose `source` was not there
     events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
+    already_recorded: bool = False  # a retry of a round recorded from this very file
 
 
 @dataclass(frozen=True)
@@ -133,9 +142,8 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
     """Normalize one measurement: read raw samples from `source` (relative to `base_dir`;
     a JSON list of µs, {"unit", "samples"} or a Duration(us) CSV), compute the median when
     it is absent, check it when both are given. A `source` that does not exist is noted in
-    `source_not_found`. Extra keys are kept verbatim."""
-    from ledger import samples as raw
-
+    `source_not_found`. Extra keys are kept verbatim. (ledger.samples is imported only
+    where there are samples.)"""
     median = row.median_us
     samples = list(row.samples_us) if row.samples_us is not None else None
     source = not_found = None
@@ -154,6 +162,8 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
         written = row.source if row.source != str(path) else None
         not_found = NamedPath(path=str(path), written_path=written)
     else:
+        from ledger import samples as raw
+
         loaded = raw.load_samples_file(path)
         source = recorded_file(path, loaded.sha256, path.stat().st_size, row.source)
         if samples is None:
@@ -163,6 +173,8 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
         ):
             raise InputError(f"{field}.samples_us differ from the samples in {field}.source")
     if samples is not None:
+        from ledger import samples as raw
+
         if median is None:
             median = raw.median(samples)
         else:
@@ -296,7 +308,12 @@ class PlannedRun:
 
 
 def plan_events(
-    doc: JsonFile, config: Any, base_dir: Path, *, statistics: dict[str, Any] | None = None
+    doc: JsonFile,
+    config: Any,
+    base_dir: Path,
+    *,
+    statistics: dict[str, Any] | None = None,
+    warnings: Sequence[str] = (),
 ) -> PlannedRun:
     """Check a loaded run configuration and build the events that lock the run.
 
@@ -346,6 +363,7 @@ def plan_events(
         measurement_policy=config.measurement_policy,
         config=recorded_file(config_path, doc.sha256, doc.size),
         config_document=doc.value,
+        warnings=list(warnings) or None,
     )
     events = (
         planned_event,
@@ -567,19 +585,29 @@ class LedgerService:
         base_dir: Path | None = None,
         statistics: dict[str, Any] | None = None,
         check: Callable[[Sequence[Event]], None] | None = None,
+        dry_run: bool = False,
     ) -> PlanResult:
         """Validate a run configuration and lock the run. Relative paths in the configuration
         resolve against `base_dir` (default: the working directory). `statistics` replaces the
         configuration's statistics settings (see `plan_events`); `check`, a caller's own
-        rule, sees the events about to be appended and raises to refuse them."""
+        rule, sees the events about to be appended and raises to refuse them. With
+        `dry_run`, only check (the run id too, where a ledger exists) and write nothing."""
         doc, config = load_config(Path(config_path).absolute())
-        planned = plan_events(doc, config, base_folder(base_dir), statistics=statistics)
-        with self.store.transaction() as conn:
-            if self.store.stream_head(conn, config.run_id)[0] != 0:
-                raise InputError(f"run {config.run_id!r} is already in the ledger")
+        warnings = tuple(config_warnings(doc.value))
+        planned = plan_events(
+            doc, config, base_folder(base_dir), statistics=statistics, warnings=warnings
+        )
+        try:
+            with self.store.transaction() as conn:
+                if self.store.stream_head(conn, config.run_id)[0] != 0:
+                    raise InputError(f"run {config.run_id!r} is already in the ledger")
+        except LedgerMissing:
+            if not dry_run:
+                raise
         if check is not None:
             check(planned.events)
-        self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
+        if not dry_run:
+            self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
         baseline = planned.events[2]
         assert isinstance(baseline, MeasurementsRecorded)
         return PlanResult(
@@ -588,6 +616,8 @@ class LedgerService:
             len(config.case_ids),
             tuple(samples_not_found(baseline)),
             planned.events,
+            warnings,
+            dry_run,
         )
 
     # --- record --------------------------------------------------------------------------
@@ -614,6 +644,8 @@ class LedgerService:
         doc, result = load_round_result(result_path)
         view = self.view(run_id)
         run = view.run
+        if 1 <= result.round <= run.rounds_recorded:
+            return self._recorded(run, result.round, doc.sha256)
         refused = admit(view, result.round, result.parent_kernel_sha256)
         items: list[Event] = []
         if refused and refused[0].rule == "concluded" and reopen is not None:
@@ -660,6 +692,43 @@ class LedgerService:
             flags=tuple(decision.flags),
             samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
             events=tuple(items),
+        )
+
+    def _recorded(self, run: Any, round_no: int, result_sha256: str) -> RecordResult:
+        """A round already in the ledger: the answer it got when this same result file was
+        recorded (a retry after the commit; nothing is written), else a rejection that
+        names its decision."""
+        from ledger.store.eventstore import RoundFilter, query_rounds
+
+        with self.store.transaction() as conn:
+            version = self.store.nth_version(conn, run.run_id, "RoundSubmitted", round_no)
+            submitted = (
+                self.store.read_version(conn, run.run_id, version) if version is not None else None
+            )
+            rows = query_rounds(conn, RoundFilter(run_id=run.run_id))
+        row = next((r for r in rows if r.round == round_no), None)
+        event = submitted.event() if submitted is not None else None
+        if row is None or not isinstance(event, RoundSubmitted):
+            raise InputError(f"round {round_no} of run {run.run_id!r} is already recorded")
+        if event.result.sha256 != result_sha256:
+            raise InputError(
+                f"round {round_no} is out of order: run {run.run_id!r} already recorded it "
+                f"(decided {row.decision}, from another result file); the next round is "
+                f"{run.rounds_recorded + 1}"
+            )
+        return RecordResult(
+            run_id=run.run_id,
+            round=round_no,
+            decision=row.decision,
+            relative_improvement=row.relative_improvement,
+            worst_case_regression=row.worst_case_regression,
+            cumulative_improvement=row.cumulative_improvement,
+            target_met=row.target_met,
+            needs_diagnosis=row.needs_diagnosis,
+            remaining_rounds=row.remaining_rounds,
+            best_kernel_sha256=row.best_kernel_sha256,
+            flags=tuple(f for f in (row.flags or "").split(",") if f),
+            already_recorded=True,
         )
 
     # --- profiles and diagnosis ---------------------------------------------------------

@@ -16,7 +16,7 @@ from ledger import projections
 from ledger.errors import InputError
 from ledger.events import Event
 from ledger.projections import RunView
-from ledger.store.eventstore import NewEvent, Store, StoredEvent, event_row
+from ledger.store.eventstore import NewEvent, Store, StoredEvent
 from ledger.store.tables import checkpoints, events
 
 
@@ -147,23 +147,8 @@ def import_run_verbatim(
             f"event id {clash[0]} of the bundle is already used by run {clash[1]!r} version "
             f"{clash[2]} in this ledger; nothing was imported"
         )
-    seq = conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one()
-    rows = [
-        StoredEvent(
-            seq + offset,
-            e.event_id,
-            e.stream_id,
-            e.stream_version,
-            e.event_type,
-            e.schema_version,
-            e.recorded_at,
-            e.payload,
-            e.parent_hash,
-            e.event_hash,
-        )
-        for offset, e in enumerate(new, start=1)
-    ]
-    store.insert_verified(conn, [event_row(r) for r in rows])
+    # the caller verified the bundle's hashes; the writer checks versions and parents
+    rows = store.write(conn, run_id, (head_version, head_hash), new, hashes_checked=True)
     store.put_blobs(conn, list(blobs))
     if view is None:
         _refold(store, conn, run_id, [*present, *rows])

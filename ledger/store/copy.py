@@ -20,6 +20,8 @@ import base64
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 
 from sqlalchemy import Connection, Table, func, select
@@ -29,6 +31,7 @@ from sqlalchemy.engine import make_url
 from ledger import merkle, projections
 from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.events import Event
+from ledger.hashing import ZERO_HASH
 from ledger.projections import RunView
 from ledger.store.eventstore import Store, StoredEvent, event_row, parse_url
 from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
@@ -106,21 +109,20 @@ def copy_ledger(
         digest = hashlib.sha256()
         folds = _Folds(target, dst)
         check = LedgerCheck()
+        writer = _Writer(target, dst)
         page: list[tuple[StoredEvent, Event]] = []
-        rows: list[tuple[object, ...]] = []
         for e in source.iter_events(src, batch=BATCH):
             page.append((e, _checked(check, e)))
-            rows.append(row := event_row(e))
             tree.append(bytes.fromhex(e.event_hash))
-            _digest_row(digest, row)
+            _digest_row(digest, event_row(e))
             if len(page) == BATCH:
-                target.insert_verified(dst, rows)
+                writer.write(page)
                 folds.add(page)
-                page, rows = [], []
+                page = []
                 if on_progress is not None:
                     on_progress(tree.size, total)
         if page:
-            target.insert_verified(dst, rows)
+            writer.write(page)
             folds.add(page)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         folds.finish()
@@ -136,6 +138,40 @@ def copy_ledger(
         tree_size=tree.size,
         tree_root=base64.b64encode(tree.root()).decode("ascii"),
     )
+
+
+class _Writer:
+    """The copied events go through the target store's one writer (`Store.write`), a run of
+    consecutive events of one stream per call, each at the seq after the last one written:
+    the source's own, since its seq is gapless from 1 (`LedgerCheck` checked it, and each
+    event's hash, on the way). The writer checks that each event continues its run's chain;
+    a source that does not is refused and nothing is written."""
+
+    def __init__(self, target: Store, dst: Connection) -> None:
+        self.target = target
+        self.dst = dst
+        self.heads: dict[str, tuple[int, str]] = {}
+        self.seq = 0
+
+    def write(self, page: list[tuple[StoredEvent, Event]]) -> None:
+        for stream_id, events in groupby((e for e, _ in page), key=attrgetter("stream_id")):
+            batch = list(events)
+            first = batch[0]
+            if first.seq != self.seq + 1:
+                raise CheckFailed(
+                    f"the source ledger's event seq {first.seq} follows seq {self.seq}: its log "
+                    "has a gap; run verify on it. Nothing was written"
+                )
+            head = self.heads.get(stream_id, (0, ZERO_HASH))
+            try:
+                written = self.target.write(
+                    self.dst, stream_id, head, batch, after_seq=self.seq, hashes_checked=True
+                )
+            except InputError as exc:
+                raise CheckFailed(f"the source ledger's {exc}; run verify on it") from None
+            last = written[-1]
+            self.heads[stream_id] = (last.stream_version, last.event_hash)
+            self.seq = last.seq
 
 
 def _checked(check: LedgerCheck, e: StoredEvent) -> Event:

@@ -40,6 +40,7 @@ from ledger.errors import (
     CheckFailed,
     ConflictError,
     InputError,
+    LedgerMissing,
     SchemaOutOfDate,
     StoreUnavailable,
 )
@@ -172,7 +173,7 @@ EVENT_COLUMNS = (
 )
 
 
-# a StoredEvent as an events row (`EVENT_COLUMNS` order), as `insert_verified` takes it
+# a StoredEvent as an events row (`EVENT_COLUMNS` order)
 event_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
 
 
@@ -184,6 +185,32 @@ def _stored(row: Any) -> StoredEvent:
         payload = bytes(payload)
     return StoredEvent(
         row[0], row[1], row[2], row[3], row[4], row[5], row[6], payload, row[8], row[9]
+    )
+
+
+def _sealed_row(
+    e: StoredEvent, seq: int, stream_id: str, version: int, parent: str, hashes_checked: bool
+) -> tuple[Any, ...]:
+    """The events row of an already stored event, written at `seq`: refused unless it is
+    the stream's event at `version` after `parent`, and (unless checked) its hash holds."""
+    where = f"event {e.event_id} ({e.stream_id} v{e.stream_version})"
+    if e.stream_id != stream_id or e.stream_version != version or e.parent_hash != parent:
+        raise InputError(
+            f"{where} does not continue run {stream_id!r} at version {version}; nothing was written"
+        )
+    if not hashes_checked and e.computed_hash() != e.event_hash:
+        raise InputError(f"{where}: event_hash does not match its content; nothing was written")
+    return (
+        seq,
+        e.event_id,
+        stream_id,
+        version,
+        e.event_type,
+        e.schema_version,
+        e.recorded_at,
+        e.payload,
+        parent,
+        e.event_hash,
     )
 
 
@@ -242,7 +269,7 @@ class Store:
                     "start a new ledger"
                 ) from None
             if not create:
-                raise StoreUnavailable(
+                raise LedgerMissing(
                     f"there is no ledger at {display(path)}; nothing was created (only plan, "
                     "import and db upgrade create a ledger): check --db or KERNEL_LEDGER_DB"
                 ) from None
@@ -545,55 +572,71 @@ class Store:
                 f"run {stream_id} is at version {version}, not {expected_version}: another "
                 "writer recorded first; nothing was written, retry with fresh state"
             )
-        if not batch:
-            return [], True
-        seq = conn.execute(_LAST_SEQ).scalar_one()
+        return self.write(conn, stream_id, (version, parent), batch), True
+
+    def write(
+        self,
+        conn: Connection,
+        stream_id: str,
+        head: tuple[int, str],
+        batch: Sequence[NewEvent | StoredEvent],
+        *,
+        after_seq: int | None = None,
+        hashes_checked: bool = False,
+    ) -> list[StoredEvent]:
+        """The one way events enter the log: `batch` continues the stream from `head` (its
+        version and event hash), each event gets the next `seq` after `after_seq` (default:
+        the log's last) and the next stream version, and the rows go to the driver in one
+        executemany.
+
+        A `NewEvent` is canonicalized and hashed here. A `StoredEvent` is an event as another
+        ledger or a bundle stored it (its payload bytes, id, time and hashes are kept): it
+        must carry the version and parent hash it gets here, and its event hash is
+        recomputed from its envelope unless the caller's own checks did so
+        (`hashes_checked`). Either refusal raises `InputError`, and the caller's transaction
+        writes nothing."""
+        version, parent = head
+        seq = conn.execute(_LAST_SEQ).scalar_one() if after_seq is None else after_seq
         rows = []
-        stored = []
         for item in batch:
             seq += 1
             version += 1
-            event_type = item.event.event_type
-            schema_version = item.event.schema_version
-            # = item.event.canonical_payload()
-            payload = canonical(item.event.payload(), string_keys=True)
-            digest = event_hash(
-                stream_id=stream_id,
-                stream_version=version,
-                event_id=item.event_id,
-                event_type=event_type,
-                schema_version=schema_version,
-                recorded_at=item.recorded_at,
-                parent_hash=parent,
-                payload=payload,
-            )
-            row = (
-                seq,
-                item.event_id,
-                stream_id,
-                version,
-                event_type,
-                schema_version,
-                item.recorded_at,
-                payload,
-                parent,
-                digest,
-            )
+            if type(item) is NewEvent:
+                event = item.event
+                event_type, schema_version = event.event_type, event.schema_version
+                # = event.canonical_payload()
+                payload = canonical(event.payload(), string_keys=True)
+                digest = event_hash(
+                    stream_id=stream_id,
+                    stream_version=version,
+                    event_id=item.event_id,
+                    event_type=event_type,
+                    schema_version=schema_version,
+                    recorded_at=item.recorded_at,
+                    parent_hash=parent,
+                    payload=payload,
+                )
+                row = (
+                    seq,
+                    item.event_id,
+                    stream_id,
+                    version,
+                    event_type,
+                    schema_version,
+                    item.recorded_at,
+                    payload,
+                    parent,
+                    digest,
+                )
+            else:
+                row = _sealed_row(item, seq, stream_id, version, parent, hashes_checked)
             rows.append(row)
-            stored.append(StoredEvent(*row))
-            parent = digest
+            parent = row[9]
         # The driver's executemany, without a per-row pass through SQLAlchemy's parameter
         # processing: the rows are plain str, int and bytes already.
-        conn.exec_driver_sql(insert_events_sql(conn), rows)
-        return stored, True
-
-    def insert_verified(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert events rows (`EVENT_COLUMNS` order) exactly as given: events whose bytes,
-        hashes and chain the caller has verified already (a bundle's, another ledger's), so
-        nothing is canonicalized or hashed here. The caller assigns `seq` after this log's
-        last one; the table's constraints still refuse a taken seq, id or version."""
         if rows:
-            conn.exec_driver_sql(insert_events_sql(conn), list(rows))
+            conn.exec_driver_sql(insert_events_sql(conn), rows)
+        return [StoredEvent(*row) for row in rows]
 
     def _already_appended(
         self, conn: Connection, stream_id: str, batch: Sequence[NewEvent]

@@ -112,7 +112,7 @@ def test_absent_raw_sample_files_are_accepted_and_flagged(cli):
     history = cli("history", "--run", "passed-001", "--json").json()["rounds"]
     flags = [h["flags"] for h in history]
     # round 5 follows three failed rounds that changed the same parameter (BLOCK)
-    assert flags == ["samples-file-not-found", None, None, None, "retried-mechanism"]
+    assert flags == [["samples-file-not-found"], [], [], [], ["retried-mechanism"]]
 
 
 def test_rounds_recorded_after_analyze_reopen_the_run(cli):
@@ -123,10 +123,10 @@ def test_rounds_recorded_after_analyze_reopen_the_run(cli):
     assert status["status"] == "active" and status["rounds_recorded"] == 4
     history = cli("history", "--run", "reopened-001", "--json").json()["rounds"]
     assert [h["flags"] for h in history] == [
-        "samples-file-not-found",
-        None,
-        "reopened",
-        "reopened",
+        ["samples-file-not-found"],
+        [],
+        ["reopened"],
+        ["reopened"],
     ]
     assert cli("verify").exit_code == 0
 

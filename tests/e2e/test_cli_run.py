@@ -31,6 +31,7 @@ def test_whole_run_keep_discard_noise_fail_and_analyze(cli, campaign, tmp_path):
         "run_id": campaign.run_id,
         "kernel_sha256": sha256(campaign.best_kernel),
         "case_count": 3,
+        "warnings": [],
     }
     r1 = record(cli, campaign, [16.0, 37.0, 23.0])
     assert r1["status"] == "recorded"

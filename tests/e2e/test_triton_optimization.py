@@ -297,7 +297,7 @@ def test_record_after_analyze_agrees_and_reopens_the_run(tmp_path: Path) -> None
     # analyze again: analysis.json and report.md are rewritten, the manifest refuses
     pair.analyze(fails=(r"analysis",))
     history = json.loads(pair.ledger("history", "--json").stdout)
-    assert [(r["round"], r["flags"]) for r in history["rounds"]] == [(1, None), (2, "reopened")]
+    assert [(r["round"], r["flags"]) for r in history["rounds"]] == [(1, []), (2, ["reopened"])]
     shown = json.loads(
         pair.ledger("show", "--run", "softmax-optimization-001", "--round", "2", "--json").stdout
     )

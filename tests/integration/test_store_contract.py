@@ -188,3 +188,33 @@ def test_verify_detects_projection_drift(store: Store, campaign: Campaign):
     assert not report.ok
     assert report.first_failure.check == "projection"
     assert "table runs differs" in report.first_failure.reason
+
+
+def test_one_writer_takes_new_and_stored_events_alike(store: Store, tmp_path):
+    """`Store.write` is the one way into the log: events another ledger stored keep their
+    bytes and hashes and get this log's next seq; an event that does not continue its run's
+    chain, or whose hash does not hold, is refused and nothing is written."""
+    import dataclasses
+
+    other = Store(f"sqlite:///{tmp_path / 'other.sqlite3'}")
+    with other.transaction(write=True) as conn:
+        other.append(conn, "x", 0, [_new(9)])  # the other log's seq 1 is another run's
+        source = other.append(conn, "s1", 0, [_new(1), _new(2), _new(3)])
+    other.close()
+    with store.transaction(write=True) as conn:
+        head = store.write(conn, "s1", (0, ZERO_HASH), source[:1])
+        rest = store.write(conn, "s1", (1, head[0].event_hash), [*source[1:2], _new(4)])
+    assert [e.seq for e in (*head, *rest)] == [1, 2, 3]
+    assert [e.event_hash for e in (*head, *rest)][:2] == [e.event_hash for e in source[:2]]
+    assert rest[1].parent_hash == source[1].event_hash  # a new event continues a copied one
+
+    forged = dataclasses.replace(source[2], payload=source[2].payload.replace(b"m-3", b"m-8"))
+    after_two = (2, source[1].event_hash)
+    for batch, at, reason in (
+        ([forged], after_two, "event_hash does not match"),
+        (source[2:], (1, head[0].event_hash), "does not continue run 's1' at version 2"),
+    ):
+        with pytest.raises(InputError, match=reason), store.transaction(write=True) as conn:
+            store.write(conn, "s1", at, batch)
+    with store.transaction() as conn:
+        assert store.event_count(conn) == 3

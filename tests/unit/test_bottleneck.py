@@ -567,3 +567,18 @@ def test_classify_is_total(
     assert a.evidence and a.first_experiment
     assert a.evidence
     assert a.headroom is None or 0.0 <= a.headroom <= 1.0
+
+
+def test_classify_survives_a_vanishing_duration() -> None:
+    """Bytes over a subnormal duration overflow to an infinite rate; the evidence line must
+    still print (found by test_classify_is_total)."""
+    target = TargetCaps(vector_cores=40, cube_cores=20, sm_count=132, peak_bandwidth_gbps=1600.0)
+    a = classify(
+        {"task_duration_us": 2.2e-309, "duration_us": 0.0, "gm_to_ub_kb": 1.0},
+        target,
+        floors=Floors(),
+        attributes={"task_type": "AI_VECTOR_CORE"},
+    )
+    assert a.bottleneck in set(Bottleneck)
+    assert a.evidence
+    assert a.headroom is None or 0.0 <= a.headroom <= 1.0

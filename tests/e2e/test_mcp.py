@@ -1,0 +1,271 @@
+"""`kernel-ledger mcp` driven by the MCP SDK's own client over stdio, a real subprocess, on
+SQLite and PostgreSQL: the demo campaign end to end with the CLI's decisions, results equal
+to the CLI's --json objects, tool errors for bad input (nothing written), a conflict between
+two clients, a restart, and the run resources."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from cli.mcpserver import TOOLS
+
+from conftest import CliRunner, new_pg_database
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "softmax-demo"
+RUN = "softmax-demo-001"
+
+
+@asynccontextmanager
+async def server(url: str):
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "cli", "--db", url, "mcp"], cwd=str(ROOT)
+    )
+    async with stdio_client(params) as streams, ClientSession(*streams) as session:
+        await session.initialize()
+        yield Client(session)
+
+
+class Client:
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def __call__(self, name: str, **arguments):
+        """(is_error, structured result) of one tool call."""
+        result = await self.session.call_tool(name, {k: _arg(v) for k, v in arguments.items()})
+        text = result.content[0].text
+        if result.is_error:
+            assert text == f"Error: {result.structured_content['error']}"
+        else:
+            assert json.loads(text) == result.structured_content
+        return result.is_error, result.structured_content
+
+    async def ok(self, name: str, **arguments):
+        is_error, doc = await self(name, **arguments)
+        assert not is_error, doc
+        return doc
+
+
+def _arg(value):
+    return str(value) if isinstance(value, Path) else value
+
+
+def run_async(fn, *args):
+    return anyio.run(fn, *args)
+
+
+@pytest.fixture
+def other_url(db_url: str, request, tmp_path: Path) -> str:
+    """A second fresh ledger on the same backend as db_url."""
+    if db_url.startswith("sqlite"):
+        return f"sqlite:///{tmp_path / 'other.sqlite3'}"
+    return new_pg_database(
+        request.getfixturevalue("pg_server"), request.getfixturevalue("pg_template")
+    )
+
+
+def test_every_tool_takes_the_options_of_its_command():
+    import typer.main
+
+    from cli.app import app
+
+    commands = typer.main.get_command(app).commands
+    for name, tool in TOOLS.items():
+        options = {p.name for p in commands[name].params} - {"as_json"}
+        fields = set(tool.args.model_fields)
+        for argument, parameter in tool.renamed:
+            fields = (fields - {argument}) | {parameter}
+        assert fields == options, name
+
+
+def test_demo_campaign_same_decisions_and_objects_as_the_cli(db_url, other_url, tmp_path):
+    cli = CliRunner(other_url)
+    cli_decisions = []
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    for n in range(1, 6):
+        rec = cli("record", "--run", RUN, "--result", DEMO / "rounds" / f"round-{n}.json", "--json")
+        cli_decisions.append(rec.json())
+
+    async def campaign():
+        async with server(db_url) as call:
+            await call.ok("plan", config=DEMO / "config.json")
+            decisions = []
+            for n in range(1, 6):
+                if n == 2:
+                    stale = DEMO / "rounds" / "round-2-stale-parent.json"
+                    is_error, doc = await call("record", run=RUN, result=stale)
+                    assert is_error and doc["error_class"] == "rejected input"
+                    assert doc["error"].startswith("stale parent:")
+                result = DEMO / "rounds" / f"round-{n}.json"
+                decisions.append(await call.ok("record", run=RUN, result=result))
+            analyzed = await call.ok("analyze", run=RUN, output_dir=tmp_path / "analysis")
+            kernel = DEMO / "kernels" / "softmax_r5_gridstride.py"
+            reads = {
+                ("status",): await call.ok("status", run=RUN),
+                ("history",): await call.ok("history", run=RUN),
+                ("show",): await call.ok("show", run=RUN, round=3),
+                ("compare",): await call.ok("compare", run=RUN, rounds=[0, 5]),
+                ("verify",): await call.ok("verify"),
+                ("check-merge",): await call.ok("check-merge", run=RUN, kernel=kernel),
+            }
+            out = tmp_path / "restored.py"
+            restored = await call.ok("checkout", run=RUN, out=out)
+            return decisions, analyzed, reads, restored
+
+    decisions, analyzed, reads, restored = run_async(campaign)
+    assert decisions == cli_decisions
+    assert [d["decision"] for d in decisions] == ["KEEP", "DISCARD", "NOISE", "FAIL", "KEEP"]
+    assert analyzed["status"] == "passed" and analyzed["target_met"] is True
+    assert restored["sha256"] == decisions[-1]["best_kernel_sha256"]
+    # the reads through MCP equal the CLI's --json objects on the same ledger
+    same = CliRunner(db_url)
+    kernel = DEMO / "kernels" / "softmax_r5_gridstride.py"
+    argv = {
+        ("status",): ["status", "--run", RUN],
+        ("history",): ["history", "--run", RUN],
+        ("show",): ["show", "--run", RUN, "--round", "3"],
+        ("compare",): ["compare", "--run", RUN, "--round", "0", "--round", "5"],
+        ("verify",): ["verify"],
+        ("check-merge",): ["check-merge", "--run", RUN, "--kernel", kernel],
+    }
+    for key, args in argv.items():
+        printed = same(*args, "--json")
+        assert printed.exit_code == 0, printed.stderr
+        assert reads[key] == printed.json(), key
+
+
+def test_bad_input_is_a_tool_error_and_writes_nothing(db_url, tmp_path):
+    cli = CliRunner(db_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    before = cli.event_count()
+    bad = [
+        ("record", {"run": RUN}, "missing argument 'result'"),
+        ("record", {"run": RUN, "result": "x.json", "extra": 1}, "unknown argument 'extra'"),
+        ("show", {"run": RUN, "round": "1"}, None),
+        ("compare", {"run": RUN, "rounds": [0]}, None),
+        ("record", {"run": RUN, "result": str(tmp_path / "none.json")}, None),
+        ("record", {"run": "nope", "result": str(DEMO / "rounds" / "round-1.json")}, None),
+        ("record", {"run": RUN, "result": str(DEMO / "rounds" / "round-2.json")}, None),
+        ("diagnose", {"run": RUN, "bottleneck": "nonsense", "evidence": "x"}, None),
+        ("plan", {"config": str(DEMO / "config.json")}, "run 'softmax-demo-001' is already"),
+        ("no-such-tool", {}, "no tool 'no-such-tool'"),
+    ]
+
+    async def calls():
+        async with server(db_url) as call:
+            answers = [await call(name, **arguments) for name, arguments, _ in bad]
+            alive = await call.ok("status", run=RUN)
+        return answers, alive
+
+    answers, alive = run_async(calls)
+    for (name, _, expected), (is_error, doc) in zip(bad, answers, strict=True):
+        assert is_error, name
+        assert doc["status"] == "error" and doc["exit_code"] == 2, doc
+        assert doc["error_class"] == "rejected input"
+        assert "\n" not in doc["error"] and "Traceback" not in doc["error"]
+        if expected:
+            assert doc["error"].startswith(expected), doc
+    assert alive["run"]["rounds_recorded"] == 0
+    assert cli.event_count() == before
+    # the same one-line message as the command line
+    unknown = cli("record", "--run", "nope", "--result", DEMO / "rounds" / "round-1.json", "--json")
+    assert {k: v for k, v in answers[5][1].items() if k != "error_class"} == unknown.json()
+
+
+def test_store_unavailable_and_check_failed(tmp_path):
+    missing = f"sqlite:///{tmp_path / 'absent.sqlite3'}"
+
+    async def calls():
+        async with server(missing) as call:
+            unavailable = await call("status")
+            await call.ok("plan", config=DEMO / "config.json")  # plan creates the ledger
+            wrong_kernel = DEMO / "kernels" / "softmax_v0.py"
+            failed = await call("check-merge", run=RUN, kernel=wrong_kernel)
+        return unavailable, failed
+
+    unavailable, failed = run_async(calls)
+    assert unavailable[0] and unavailable[1]["error_class"] == "store unavailable"
+    assert unavailable[1]["exit_code"] == 4
+    is_error, doc = failed
+    assert is_error and doc["exit_code"] == 1 and doc["error_class"] == "check failed"
+    assert doc["error"].startswith("check-merge failed: ")
+    assert doc["checks"]  # the gate's own document comes with the error
+
+
+def test_two_clients_one_round_and_a_restart(db_url, tmp_path):
+    from campaign import write_json
+
+    cli = CliRunner(db_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    first = json.loads((DEMO / "rounds" / "round-1.json").read_text())
+    first["candidate"]["path"] = str(DEMO / "kernels" / "softmax_r1_rows4.py")
+    first["verification"]["manifest"] = str(DEMO / "validation" / "round-1" / "manifest.json")
+    paths = []
+    for i in range(4):  # four different results for round 1
+        doc = {**first, "hypothesis": f"{first['hypothesis']} ({i})"}
+        paths.append(write_json(tmp_path / f"race-{i}.json", doc))
+
+    async def race():
+        answers = []
+        async with server(db_url) as a, server(db_url) as b:
+            await a.ok("status")
+            await b.ok("status")
+
+            async def one(call, path):
+                answers.append(await call("record", run=RUN, result=path))
+
+            async with anyio.create_task_group() as group:
+                for i, path in enumerate(paths):
+                    group.start_soon(one, (a, b)[i % 2], path)
+            after = [await a.ok("status", run=RUN), await b.ok("status", run=RUN)]
+        return answers, after
+
+    answers, after = run_async(race)
+    wins = [doc for is_error, doc in answers if not is_error]
+    assert len(wins) == 1 and wins[0]["round"] == 1
+    for is_error, doc in answers:
+        if is_error:
+            assert doc["error_class"] in ("conflict", "rejected input"), doc
+    assert [s["run"]["rounds_recorded"] for s in after] == [1, 1]
+
+    async def restarted():
+        async with server(db_url) as call:
+            status = await call.ok("status", run=RUN)
+            second = await call.ok("record", run=RUN, result=DEMO / "rounds" / "round-2.json")
+            verified = await call.ok("verify")
+        return status, second, verified
+
+    status, second, verified = run_async(restarted)
+    assert status["run"]["rounds_recorded"] == 1
+    assert second["round"] == 2 and verified["status"] == "ok"
+
+
+def test_run_resources(sqlite_url):
+    cli = CliRunner(sqlite_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+
+    async def read():
+        async with server(sqlite_url) as call:
+            session = call.session
+            listed = await session.list_resources()
+            templates = await session.list_resource_templates()
+            status = await session.read_resource(f"kernel-ledger://runs/{RUN}/status")
+            report = await session.read_resource(f"kernel-ledger://runs/{RUN}/report")
+        return listed, templates, status, report
+
+    listed, templates, status, report = run_async(read)
+    assert [str(r.uri) for r in listed.resources] == [f"kernel-ledger://runs/{RUN}/status"]
+    assert len(templates.resource_templates) == 2
+    assert json.loads(status.contents[0].text) == cli("status", "--run", RUN, "--json").json()
+    assert report.contents[0].text.startswith("# softmax: run softmax-demo-001")
