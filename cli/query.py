@@ -156,7 +156,7 @@ def history(
             ],
         )
     )
-    why = service.explain_rounds([(r.run_id, r.round) for r in rows])
+    why = ledger(ctx).service().explain_rounds([(r.run_id, r.round) for r in rows])
     say("why:")
     for r in rows:
         found = why.get((r.run_id, r.round))
