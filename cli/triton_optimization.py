@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,18 +108,15 @@ def _ledger(output_dir: Path, at: str) -> Iterator[Any]:
 
 
 def _write(path: Path, text: str) -> None:
-    """Replace a folder file whole: a reader sees the old file or the new one, never part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Replace a folder file whole: a reader sees the old file or the new one, never part
+    (ledger.files' atomic writer; the folder's files are the controller's to replace)."""
+    from ledger import files
+    from ledger.errors import LedgerError
+
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
+        files.write_output(path, text.encode("utf-8"), what="run folder file", force=True)
+    except LedgerError as exc:
+        raise OptimizationError(exc.message, 1 if exc.exit_code == 2 else exc.exit_code) from None
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -137,7 +133,7 @@ class _Staged:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.temps: dict[str, Path] = {}
+        self.staged: dict[str, Any] = {}  # name -> ledger.files.StagedOutput
         self.made: list[Path] = []
         self.published = False
 
@@ -148,28 +144,25 @@ class _Staged:
                 self.made.append(path)
 
     def json(self, name: str, value: Any) -> None:
+        from ledger.files import StagedOutput
         from ledger.runfolder import dumps
 
-        self.folder.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)
-        self.temps[name] = Path(temp)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(dumps(value))
-            stream.flush()
-            os.fsync(stream.fileno())
+        target = self.folder / name
+        self.staged[name] = StagedOutput(
+            target, dumps(value).encode("utf-8"), what="run folder file", force=True
+        )
 
     def publish(self) -> None:
-        for name, temp in self.temps.items():
-            os.replace(temp, self.folder / name)
+        for staged in self.staged.values():
+            staged.commit()
         self.published = True
 
     def __enter__(self) -> _Staged:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for temp in self.temps.values():
-            with contextlib.suppress(OSError):
-                temp.unlink(missing_ok=True)
+        for staged in self.staged.values():
+            staged.discard()
         if not self.published:
             for path in reversed(self.made):
                 with contextlib.suppress(OSError):
