@@ -169,10 +169,24 @@ class _Staged:
                     path.rmdir()
 
 
+def _folder_bytes(path: Path) -> bytes:
+    """A folder file's bytes: a missing file fails as the controller's read does (OSError);
+    a FIFO, device or oversized file is refused by ledger.files' bounded reader instead of
+    blocking or filling memory (ValueError, reported like a malformed file)."""
+    from ledger import files
+    from ledger.errors import LedgerError
+
+    os.stat(path)
+    try:
+        return files.read_input(path, "run folder file")
+    except LedgerError as exc:
+        raise ValueError(exc.message) from None
+
+
 def _read_json(path: Path, what: str) -> dict[str, Any]:
     """A folder file, read as the controller reads it."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(_folder_bytes(path))
     except (OSError, ValueError) as exc:
         raise OptimizationError(f"cannot read the {what} {path}: {exc}") from None
     if not isinstance(value, dict):
@@ -185,7 +199,7 @@ def _read_manifest(output_dir: Path) -> dict[str, Any]:
 
     path = output_dir / MANIFEST
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(_folder_bytes(path))
         check_manifest(value, str(path))
     except (OSError, ValueError) as exc:
         raise RunManifestError(f"cannot read the run manifest {path}: {exc}") from None

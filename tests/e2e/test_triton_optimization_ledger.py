@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -243,3 +244,20 @@ def test_a_folder_that_cannot_take_the_files_refuses_the_step(setup, monkeypatch
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
     assert len(events(db)) == 3  # the plan's; the round can be recorded again
     assert dropin.record(folder, result_path=campaign.round([15, 35, 22]))["decision"] == "KEEP"
+
+
+def test_a_folder_file_that_is_a_fifo_is_refused_without_blocking(setup) -> None:
+    """A FIFO in place of state.json or manifest.json is refused at once (exit 1, the
+    controller's failed JSON), never read until a writer appears; nothing is appended."""
+    campaign, folder = setup
+    db = folder.parent / "ledger.sqlite3"
+    dropin.plan(folder, config_path=campaign.config(), created_at=NOW)
+    for name in ("state.json", "manifest.json"):
+        saved = (folder / name).read_bytes()
+        (folder / name).unlink()
+        os.mkfifo(folder / name)
+        code, out = cli("record", "--output-dir", folder, "--result", campaign.round([15, 35, 22]))
+        assert code == 1 and "not a regular file" in out["error"], out
+        assert len(events(db)) == 3
+        (folder / name).unlink()
+        (folder / name).write_bytes(saved)
