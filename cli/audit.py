@@ -8,7 +8,15 @@ import sys
 import typer
 
 from cli import tools
-from cli.common import JSON, MAX_COUNT, checked_run_id, input_path, ledger, open_store
+from cli.common import (
+    JSON,
+    checked_options,
+    checked_run_id,
+    input_path,
+    ledger,
+    open_store,
+    run_use_case,
+)
 from cli.output import emit_json, error, progress, say, terminal_safe
 
 CHECKPOINT = typer.Option(
@@ -73,9 +81,7 @@ def _progress(as_json: bool, what: str = "verifying"):
 
 def verify(
     ctx: typer.Context,
-    run: str = typer.Option(
-        None, "--run", metavar="ID", callback=checked_run_id, help="Only this run's events."
-    ),
+    run: str = typer.Option(None, "--run", metavar="ID", help="Only this run's events."),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
     artifacts: bool = typer.Option(
@@ -100,16 +106,7 @@ def verify(
     """
     on_progress, finish = _progress(as_json)
     try:
-        out = tools.verify(
-            ledger(ctx),
-            run=run,
-            checkpoint=checkpoint,
-            verifier_key=verifier_key,
-            artifacts=artifacts,
-            bundle=bundle,
-            chain=chain,
-            on_progress=on_progress,
-        )
+        out = run_use_case(ctx, "verify", on_progress=on_progress)
     finally:
         finish()
     kind, report = out.value
@@ -414,9 +411,7 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
 
 def check_merge(
     ctx: typer.Context,
-    run: str = typer.Option(
-        ..., "--run", metavar="ID", callback=checked_run_id, help="The run the kernel comes from."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run the kernel comes from."),
     kernel: str = typer.Option(..., "--kernel", metavar="PATH", help="The kernel file to merge."),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
@@ -437,9 +432,7 @@ def check_merge(
         kernel-ledger check-merge --run softmax-demo-001 \\
           --kernel examples/softmax-demo/kernels/softmax_r5_gridstride.py
     """
-    out = tools.check_merge(
-        ledger(ctx), run, kernel, checkpoint, verifier_key, strict_artifacts, markdown
-    )
+    out = run_use_case(ctx, "check-merge")
     result = out.value
     if as_json:
         emit_json(out.document)
@@ -464,14 +457,11 @@ def check_merge(
 
 def checkout(
     ctx: typer.Context,
-    run: str = typer.Option(
-        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to restore from."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run to restore from."),
     round_no: int = typer.Option(
         None,
         "--round",
         metavar="N",
-        max=MAX_COUNT,
         help="Round N's candidate (0: the starting kernel).",
     ),
     out: str = typer.Option(
@@ -484,8 +474,8 @@ def checkout(
 
     Example: kernel-ledger checkout --run softmax-demo-001 --out softmax.py
     """
-    if out is not None:
-        done = tools.checkout(ledger(ctx), run, out, round_no, force)
+    if out is not None or as_json:
+        done = run_use_case(ctx, "checkout")
         if as_json:
             emit_json(done.document)
             return
@@ -495,11 +485,8 @@ def checkout(
             f"{restored.run_id} to {written} ({len(restored.content)} bytes)"
         )
         return
-    if as_json:
-        from ledger.errors import InputError
-
-        raise InputError("--json prints a JSON object; name the kernel file with --out")
-    restored = tools.restore(ledger(ctx), run, round_no)
+    options = checked_options(ctx, "checkout")
+    restored = tools.restore(ledger(ctx), options["run"], options["round_no"])
     sys.stdout.flush()
     if hasattr(sys.stdout, "buffer"):
         sys.stdout.buffer.write(restored.content)
