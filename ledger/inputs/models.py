@@ -158,13 +158,14 @@ SchemaOne = Annotated[int, BeforeValidator(_schema_one)]
 
 
 class _Open(BaseModel):
-    """Extra keys are evidence: kept, not interpreted."""
+    """Extra keys are evidence: kept, not interpreted. (Each model's validator is built on
+    first use: `record` builds no configuration model, `plan` no round result.)"""
 
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True, defer_build=True)
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 # --- error formatting --------------------------------------------------------------------
