@@ -15,11 +15,12 @@ Imported only by the commands that run a use case: `cli/tools.py` stays free of 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from cli import tools
 from cli.common import MAX_COUNT, not_a_run_id
@@ -60,136 +61,157 @@ Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Round = Annotated[int, Field(description="A round number (0: the baseline).", ge=0, le=MAX_COUNT)]
 
 
-class PlanArgs(Args):
-    """Validate a run configuration and lock the run (baseline, cases, objective); with
-    dry_run, only check it."""
+Opt = str | None
 
-    config: Path_
-    dry_run: bool = False
+# use case -> (what it does, its arguments as (type, default); ... is required). Each model
+# is made on first use (`model`): a command makes and builds its own only.
+ARGUMENTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "plan": (
+        """Validate a run configuration and lock the run (baseline, cases, objective); with
+    dry_run, only check it.""",
+        {"config": (Path_, ...), "dry_run": (bool, False)},
+    ),
+    "record": (
+        "Record one round (a round result JSON file) and return the controller's decision.",
+        {"run": (Run, ...), "result": (Path_, ...)},
+    ),
+    "profile": (
+        """Ingest profiler output for one kernel of a run (name exactly one of baseline, round,
+    kernel) and attribute its bottleneck.""",
+        {
+            "run": (Run, ...),
+            "path": (Path_, ...),
+            "baseline": (bool, False),
+            "round": (Count | None, Field(None, description="Profile of round N's candidate.")),
+            "kernel": (str | None, Field(None, description="Profile of this kernel (sha256).")),
+            "kernel_name": (
+                str | None,
+                Field(None, description="Which kernel's rows in the profile."),
+            ),
+            "shape": (
+                str | None,
+                Field(
+                    None,
+                    description="Which input shape or ncu launch size, where there are several.",
+                ),
+            ),
+        },
+    ),
+    "noise": (
+        "Record an A/A remeasure of the current best kernel (a measurements JSON file).",
+        {"run": (Run, ...), "measurements": (Path_, ...)},
+    ),
+    "diagnose": (
+        "Record a new bottleneck model after repeated failures; the failure count restarts.",
+        {
+            "run": (Run, ...),
+            "bottleneck": (str, Field(description="The new bottleneck class.")),
+            "evidence": (str, Field(description="What supports it.")),
+        },
+    ),
+    "status": (
+        "Run status and best kernel; every run when run is not given.",
+        {"run": (OptRun, Field(None, description="One run in detail."))},
+    ),
+    "history": (
+        """Rounds across runs, oldest first, filtered; or, with like_profile, the past rounds
+    that started from a similar profile, nearest first.""",
+        {
+            "run": (OptRun, None),
+            "op": (Opt, None),
+            "soc": (Opt, None),
+            "decision": (str | None, Field(None, description="KEEP, DISCARD, NOISE or FAIL.")),
+            "bottleneck": (Opt, None),
+            "mechanism": (Opt, None),
+            "like_profile": (str | None, Field(None, description="A profile file or folder.")),
+            "kernel_name": (Opt, None),
+            "search": (str | None, Field(None, description="Text in hypothesis or change.")),
+            "since": (
+                str | None,
+                Field(None, description="Recorded at or after (UTC date or time)."),
+            ),
+            "until": (str | None, Field(None, description="Recorded before (UTC date or time).")),
+            "limit": (int | None, Field(None, ge=1, le=MAX_COUNT)),
+        },
+    ),
+    "show": (
+        "One round in full: inputs, validation, measurements, profiles, decision and flags.",
+        {"run": (Run, ...), "round": (Round, ...)},
+    ),
+    "compare": (
+        "Per-case medians of two rounds and their relative change.",
+        {
+            "run": (Run, ...),
+            "rounds": (
+                Annotated[list[Count], AfterValidator(_two)],
+                Field(
+                    description="Two rounds (0: baseline).",
+                    json_schema_extra={"minItems": 2, "maxItems": 2},
+                ),
+            ),
+        },
+    ),
+    "analyze": (
+        "Conclude the run (once) and write analysis.json, report.md and manifest.json.",
+        {
+            "run": (Run, ...),
+            "output_dir": (
+                str | None,
+                Field(None, description="Default: .vaws-local/ascend-triton/optimization/<run>."),
+            ),
+            "force": (
+                bool,
+                Field(False, description="Overwrite output files that hold other content."),
+            ),
+        },
+    ),
+    "verify": (
+        "Check hashes, chains, canonical payloads, decisions, projections and checkpoints.",
+        {
+            "run": (OptRun, None),
+            "checkpoint": (
+                str | None,
+                Field(None, description="A pinned checkpoint note, or its file."),
+            ),
+            "verifier_key": (Opt, None),
+            "artifacts": (bool, False),
+            "bundle": (str | None, Field(None, description="Check an exported bundle offline.")),
+            "chain": (bool, False),
+        },
+    ),
+    "check-merge": (
+        """The pre-merge gate: passes only if the run concluded passed, the file is its best
+    kernel, the run verifies and the pinned checkpoint (if given) holds.""",
+        {
+            "run": (Run, ...),
+            "kernel": (Path_, ...),
+            "checkpoint": (Opt, None),
+            "verifier_key": (Opt, None),
+            "strict_artifacts": (bool, False),
+            "markdown": (bool, False),
+        },
+    ),
+    "checkout": (
+        "Restore the best kernel (or a round's candidate) byte for byte to a file.",
+        {
+            "run": (Run, ...),
+            "out": (
+                str | None,
+                Field(None, description="The file to write the kernel to (required)."),
+            ),
+            "round": (Count | None, None),
+            "force": (bool, False),
+        },
+    ),
+}
 
 
-class RecordArgs(Args):
-    """Record one round (a round result JSON file) and return the controller's decision."""
-
-    run: Run
-    result: Path_
-
-
-class ProfileArgs(Args):
-    """Ingest profiler output for one kernel of a run (name exactly one of baseline, round,
-    kernel) and attribute its bottleneck."""
-
-    run: Run
-    path: Path_
-    baseline: bool = False
-    round: Count | None = Field(None, description="Profile of round N's candidate.")
-    kernel: str | None = Field(None, description="Profile of this kernel (sha256).")
-    kernel_name: str | None = Field(None, description="Which kernel's rows in the profile.")
-    shape: str | None = Field(
-        None, description="Which input shape or ncu launch size, where there are several."
-    )
-
-
-class NoiseArgs(Args):
-    """Record an A/A remeasure of the current best kernel (a measurements JSON file)."""
-
-    run: Run
-    measurements: Path_
-
-
-class DiagnoseArgs(Args):
-    """Record a new bottleneck model after repeated failures; the failure count restarts."""
-
-    run: Run
-    bottleneck: str = Field(description="The new bottleneck class.")
-    evidence: str = Field(description="What supports it.")
-
-
-class StatusArgs(Args):
-    """Run status and best kernel; every run when run is not given."""
-
-    run: OptRun = Field(None, description="One run in detail.")
-
-
-class HistoryArgs(Args):
-    """Rounds across runs, oldest first, filtered; or, with like_profile, the past rounds
-    that started from a similar profile, nearest first."""
-
-    run: OptRun = None
-    op: str | None = None
-    soc: str | None = None
-    decision: str | None = Field(None, description="KEEP, DISCARD, NOISE or FAIL.")
-    bottleneck: str | None = None
-    mechanism: str | None = None
-    like_profile: str | None = Field(None, description="A profile file or folder.")
-    kernel_name: str | None = None
-    search: str | None = Field(None, description="Text in hypothesis or change.")
-    since: str | None = Field(None, description="Recorded at or after (UTC date or time).")
-    until: str | None = Field(None, description="Recorded before (UTC date or time).")
-    limit: int | None = Field(None, ge=1, le=MAX_COUNT)
-
-
-class ShowArgs(Args):
-    """One round in full: inputs, validation, measurements, profiles, decision and flags."""
-
-    run: Run
-    round: Round
-
-
-class CompareArgs(Args):
-    """Per-case medians of two rounds and their relative change."""
-
-    run: Run
-    rounds: Annotated[
-        list[Count],
-        AfterValidator(_two),
-        Field(
-            description="Two rounds (0: baseline).",
-            json_schema_extra={"minItems": 2, "maxItems": 2},
-        ),
-    ]
-
-
-class AnalyzeArgs(Args):
-    """Conclude the run (once) and write analysis.json, report.md and manifest.json."""
-
-    run: Run
-    output_dir: str | None = Field(
-        None, description="Default: .vaws-local/ascend-triton/optimization/<run>."
-    )
-    force: bool = Field(False, description="Overwrite output files that hold other content.")
-
-
-class VerifyArgs(Args):
-    """Check hashes, chains, canonical payloads, decisions, projections and checkpoints."""
-
-    run: OptRun = None
-    checkpoint: str | None = Field(None, description="A pinned checkpoint note, or its file.")
-    verifier_key: str | None = None
-    artifacts: bool = False
-    bundle: str | None = Field(None, description="Check an exported bundle offline.")
-    chain: bool = False
-
-
-class CheckMergeArgs(Args):
-    """The pre-merge gate: passes only if the run concluded passed, the file is its best
-    kernel, the run verifies and the pinned checkpoint (if given) holds."""
-
-    run: Run
-    kernel: Path_
-    checkpoint: str | None = None
-    verifier_key: str | None = None
-    strict_artifacts: bool = False
-    markdown: bool = False
-
-
-class CheckoutArgs(Args):
-    """Restore the best kernel (or a round's candidate) byte for byte to a file."""
-
-    run: Run
-    out: str | None = Field(None, description="The file to write the kernel to (required).")
-    round: Count | None = None
-    force: bool = False
+@functools.cache
+def model(use_case: str) -> type[Args]:
+    """The arguments of `use_case` as a pydantic model (`record` -> `RecordArgs`)."""
+    doc, fields = ARGUMENTS[use_case]
+    name = "".join(part.title() for part in use_case.split("-")) + "Args"
+    return create_model(name, __base__=Args, __doc__=doc, __module__=__name__, **fields)
 
 
 def problem(error: Mapping[str, Any]) -> str:
@@ -218,9 +240,13 @@ def argument_error(exc: ValidationError, named: Callable[[str], str] = repr) -> 
 
 @dataclass(frozen=True)
 class Tool:
-    args: type[Args]
+    name: str
     call: Callable[..., tools.Outcome]
     renamed: tuple[tuple[str, str], ...] = ()  # argument -> the use case's parameter
+
+    @property
+    def args(self) -> type[Args]:
+        return model(self.name)
 
     def __call__(self, ledger: tools.Ledger, arguments: dict[str, Any]) -> tools.Outcome:
         """A call with a client's arguments (MCP): refused with `argument 'name': ...`."""
@@ -258,17 +284,17 @@ class Tool:
 
 ROUND = (("round", "round_no"),)
 TOOLS: dict[str, Tool] = {
-    "plan": Tool(PlanArgs, tools.plan),
-    "record": Tool(RecordArgs, tools.record),
-    "profile": Tool(ProfileArgs, tools.profile, ROUND),
-    "noise": Tool(NoiseArgs, tools.noise),
-    "diagnose": Tool(DiagnoseArgs, tools.diagnose),
-    "status": Tool(StatusArgs, tools.status),
-    "history": Tool(HistoryArgs, tools.history),
-    "show": Tool(ShowArgs, tools.show, ROUND),
-    "compare": Tool(CompareArgs, tools.compare),
-    "analyze": Tool(AnalyzeArgs, tools.analyze),
-    "verify": Tool(VerifyArgs, tools.verify),
-    "check-merge": Tool(CheckMergeArgs, tools.check_merge),
-    "checkout": Tool(CheckoutArgs, tools.checkout, ROUND),
+    "plan": Tool("plan", tools.plan),
+    "record": Tool("record", tools.record),
+    "profile": Tool("profile", tools.profile, ROUND),
+    "noise": Tool("noise", tools.noise),
+    "diagnose": Tool("diagnose", tools.diagnose),
+    "status": Tool("status", tools.status),
+    "history": Tool("history", tools.history),
+    "show": Tool("show", tools.show, ROUND),
+    "compare": Tool("compare", tools.compare),
+    "analyze": Tool("analyze", tools.analyze),
+    "verify": Tool("verify", tools.verify),
+    "check-merge": Tool("check-merge", tools.check_merge),
+    "checkout": Tool("checkout", tools.checkout, ROUND),
 }

@@ -24,6 +24,7 @@ NOT_IMPORTED = (
     "ledger.core.bottleneck",
     "ledger.core.explain",
     "ledger.inputs.profiles",
+    "ledger.inputs.samples",
     "ledger.services.analysis",
     "ledger.services.legacy",
     "ledger.reports",
