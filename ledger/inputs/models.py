@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
 from ledger.errors import CoverageError, InputError
-from ledger.inputs.jsonio import RUN_ID_RE, JsonFile, display, read_json
-from ledger.inputs.samples import time_problem
+from ledger.inputs.jsonio import RUN_ID_RE, JsonFile, display, read_json, time_problem
 from ledger.integrity.hashing import MAX_SAFE_INTEGER, sha256_hex
 
 if TYPE_CHECKING:
