@@ -115,7 +115,7 @@ class ReplayStop(Exception):
 class _Stream:
     version: int = 0
     last_hash: str = ZERO_HASH
-    view: RunView | None = None
+    fold: projections.RunFold = field(default_factory=projections.RunFold)
     submitted: RoundSubmitted | None = None
     validation: ValidationLinked | None = None
     measured: MeasurementsRecorded | None = None
@@ -123,6 +123,11 @@ class _Stream:
     profile_files: set[str] = field(default_factory=set)
     evidence: RunEvidence = field(default_factory=RunEvidence)
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def view(self) -> RunView | None:
+        """The run's projection after the events replayed so far."""
+        return self.fold.view
 
 
 @dataclass(slots=True)
@@ -199,12 +204,13 @@ def _canonical_value(e: StoredEvent) -> Any:
 
 
 def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
-    view = state.view
+    # the view is read (and built) only where a rule needs it
     if isinstance(event, RunPlanned):
         if event.run_id != e.stream_id:
             raise _fail(e, "replay", f"RunPlanned names run {event.run_id!r}, not its stream")
         state.kernels.add(event.kernel.sha256)
     elif isinstance(event, RoundSubmitted):
+        view = state.view
         refused = admit(view, event.round, event.parent_kernel_sha256) if view else None
         if refused:
             raise _fail(e, "replay", refused[0].reason)
@@ -220,17 +226,17 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
         _replay_decision(e, state, event)
     elif isinstance(event, ProfileRecorded):
         state.profile_files.update(f.sha256 for f in event.files)
-    elif isinstance(event, RunConcluded) and view is not None:
+    elif isinstance(event, RunConcluded) and (view := state.view) is not None:
         full = RunView(run=view.run, cases=view.cases, rounds=view.rounds)
         if conclusion_event(full) != event:
             raise _fail(e, "replay", "the conclusion does not follow from the rounds")
-    elif isinstance(event, RunReopened) and view is not None:
+    elif isinstance(event, RunReopened) and (view := state.view) is not None:
         if not view.concluded:
             raise _fail(e, "replay", "a run that has not concluded was reopened")
         if event.conclusion != view.run.conclusion or event.round != view.run.rounds_recorded + 1:
             raise _fail(e, "replay", "the reopening does not match the run's conclusion")
     try:
-        state.view = projections.apply(view, e.stream_version, e.recorded_at, event)
+        state.fold.apply(e.stream_version, e.recorded_at, event)
     except projections.ProjectionError as exc:
         raise _fail(e, "replay", str(exc)) from None
     state.evidence.apply(event)
