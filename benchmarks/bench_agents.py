@@ -124,7 +124,7 @@ def measure(work: Path, *, at: tuple[int, ...] = (1, 100, 1000), repeats: int = 
     cli_files = FileCampaign(work / "cli-files", "agents-cli-001", max_rounds=max(at) + 20)
     cli_url = sqlite_url(work / "cli.sqlite3")
     _timed_process([*_cli(), "--db", cli_url, "plan", "--config", str(cli_files.config())])
-    from ledger.service import LedgerService
+    from ledger.services.service import LedgerService
     from ledger.store.eventstore import Store
 
     store = Store(cli_url)

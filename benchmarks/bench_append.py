@@ -30,7 +30,7 @@ from benchmarks.common import (
     sqlite_url,
 )
 from benchmarks.workload import BulkWriter, GeneratedRun, Generator, Shape, event_ids
-from ledger.service import LedgerService
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 COLUMNS = (
@@ -318,8 +318,8 @@ def breakdown(pool: list[GeneratedRun]) -> dict[str, float]:
     """CPU microseconds per event of each stage of the store's append path, timed alone."""
     import rfc8785
 
-    from ledger import projections
-    from ledger.hashing import canonical, event_hash
+    from ledger.core import projections
+    from ledger.integrity.hashing import canonical, event_hash
 
     items = [
         (run, item, at)

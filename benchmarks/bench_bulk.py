@@ -11,7 +11,7 @@ each run exported as a bundle (`bundle.export_run`). Per repetition, in turn:
   import floor  every row the imports wrote (events, projection rows, blobs), inserted by
                 the raw driver into a fresh ledger of the same schema, one transaction per
                 run, with the store's pragmas (WAL, synchronous=FULL)
-  copy          `db copy` of the source into a fresh ledger (`store.copy.copy_ledger`: read,
+  copy          `db copy` of the source into a fresh ledger (`integrity.copy.copy_ledger`: read,
                 check each event, fold, insert, read back; one transaction)
   copy floor    every row the copy wrote, by the raw driver, in one transaction
   peer          pyeventsourcing 9.5.6 (`Application.save` on its SQLite recorder, WAL, the
@@ -66,7 +66,7 @@ class Workspace:
 
 def build_source(space: Workspace, runs: int) -> tuple[Path, list[Path], int]:
     """The source ledger, one bundle per run, and the number of events."""
-    from ledger.bundle import export_run
+    from ledger.integrity.bundle import export_run
 
     generator = Generator(Shape(), prefix="bulk")
     path = space.fresh("source")
@@ -91,7 +91,7 @@ Timing = tuple[float, float]  # (wall-clock seconds, CPU seconds of this thread)
 
 
 def run_import(space: Workspace, bundles: list[Path]) -> tuple[Timing, Path]:
-    from ledger.bundle import import_bundle
+    from ledger.integrity.bundle import import_bundle
 
     path = space.fresh("import")
     store = Store(url_of(path))
@@ -104,7 +104,7 @@ def run_import(space: Workspace, bundles: list[Path]) -> tuple[Timing, Path]:
 
 
 def run_copy(space: Workspace, source: Path) -> tuple[Timing, Path]:
-    from ledger.store.copy import copy_ledger, open_target
+    from ledger.integrity.copy import copy_ledger, open_target
 
     path = space.folder / f"copy-{space.count + 1}.sqlite3"
     space.count += 1

@@ -15,7 +15,7 @@ from pathlib import Path
 from benchmarks.campaign_files import FileCampaign
 from benchmarks.common import Section, Series, goal, progress, ratios
 from benchmarks.ledgers import Ledgers
-from ledger.service import LedgerService
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 

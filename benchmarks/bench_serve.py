@@ -61,7 +61,7 @@ def measure(url: str, *, repeats: int) -> Section:
         warnings.simplefilter("ignore")
         from starlette.testclient import TestClient
 
-    from ledger.web import create_app
+    from ledger.reports.web import create_app
 
     section = Section(key="serve", title="Web view (`kernel-ledger serve`)")
     store = Store(url, read_only=True)

@@ -119,13 +119,13 @@ def startup(folder: Path, *, repeats: int) -> Section:
 
 
 def decisions(*, repeats: int, cases: int = 16, samples: int = 50, resamples: int = 2000):
-    if importlib.util.find_spec("ledger.stats") is None:
+    if importlib.util.find_spec("ledger.core.stats") is None:
         section = Section(key="decisions", title="Sample-based decision")
-        section.notes.append("Skipped: ledger/stats.py is not in this tree yet.")
+        section.notes.append("Skipped: ledger/core/stats.py is not in this tree yet.")
         return section
     import numpy as np
 
-    from ledger import decide, stats
+    from ledger.core import decide, stats
 
     rng = random.Random(3)
     weights = [1.0 + (i % 3) for i in range(cases)]

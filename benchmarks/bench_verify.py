@@ -3,7 +3,7 @@
 Three ways over the same ledger, each in its own process (so peak RSS belongs to it alone):
   floor   the driver reads every row in seq order and SHA-256-hashes its payload and
           identity bytes in a tight loop
-  chain   `verify --chain` (`ledger.verify.verify_chain`): the seq, hash and chain checks
+  chain   `verify --chain` (`ledger.integrity.verify.verify_chain`): the seq, hash and chain checks
           over the stored rows in pages, the event hash recomputed over the stored bytes,
           versions contiguous, parent hashes linked
   replay  `verify` (`verify_ledger`): every check, including re-canonicalizing and
@@ -63,8 +63,8 @@ def _floor(url: str) -> int:
 
 
 def _chain(url: str) -> int:
+    from ledger.integrity.verify import verify_chain
     from ledger.store.eventstore import Store
-    from ledger.verify import verify_chain
 
     store = Store(url)
     report = verify_chain(store)
@@ -75,8 +75,8 @@ def _chain(url: str) -> int:
 
 
 def _replay(url: str) -> int:
+    from ledger.integrity.verify import verify_ledger
     from ledger.store.eventstore import Store
-    from ledger.verify import verify_ledger
 
     store = Store(url)
     report = verify_ledger(store)
@@ -87,8 +87,6 @@ def _replay(url: str) -> int:
 
 
 def child(mode: str, url: str) -> dict[str, Any]:
-    import ledger.store.eventstore
-    import ledger.verify  # noqa: F401  (imports are not what is measured)
 
     if not url.startswith("sqlite"):
         import psycopg  # noqa: F401

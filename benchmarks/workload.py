@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from ledger import projections
-from ledger.controller import conclusion_event
-from ledger.events import (
+from ledger.core import projections
+from ledger.core.controller import conclusion_event
+from ledger.core.events import (
     CaseWeight,
     Event,
     FileRef,
@@ -36,9 +36,9 @@ from ledger.events import (
     RunPlanned,
     ValidationLinked,
 )
-from ledger.evidence import RunEvidence
-from ledger.projections import RunView
-from ledger.round import admit, round_events
+from ledger.core.evidence import RunEvidence
+from ledger.core.projections import RunView
+from ledger.core.round import admit, round_events
 from ledger.store.eventstore import NewEvent, Store
 
 OPS = (

@@ -182,9 +182,10 @@ def checkpoint(
 
     Example: kernel-ledger checkpoint --out checkpoint.txt
     """
-    from ledger import audit, files
+    from ledger import files
     from ledger.errors import InputError
-    from ledger.service import utc_now
+    from ledger.integrity import audit
+    from ledger.services.service import utc_now
 
     if generate_key is not None:
         if sign is not None or out is not None:
@@ -251,7 +252,7 @@ def export(
 
     Example: kernel-ledger export --run softmax-demo-001 --out softmax-demo-001.bundle.jsonl
     """
-    from ledger.bundle import export_run
+    from ledger.integrity.bundle import export_run
 
     notes = [n for n in (tools.pinned_note(c) for c in checkpoint or []) if n is not None]
     out_path = input_path(out, "--out")
@@ -314,7 +315,7 @@ def import_(
             raise InputError("--checkpoint and --verifier-key pin a bundle, not --legacy")
         _import_legacy(ctx, legacy, workspace, as_json)
         return
-    from ledger.bundle import import_bundle
+    from ledger.integrity.bundle import import_bundle
 
     note = tools.pinned_note(checkpoint)
     key = tools.key_arg(verifier_key, "--verifier-key")
@@ -346,8 +347,8 @@ def import_(
 
 def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_json: bool) -> None:
     from ledger.errors import InputError
-    from ledger.jsonio import display
-    from ledger.legacy import LegacyRejected, import_legacy
+    from ledger.inputs.jsonio import display
+    from ledger.services.legacy import LegacyRejected, import_legacy
 
     base = None
     if workspace is not None:

@@ -25,7 +25,7 @@ def open_service(ctx: typer.Context, *, create: bool = False):
     import, db upgrade) pass `create`; every other command refuses a missing SQLite ledger
     (exit 4) instead of silently starting an empty one where the history was. The store is
     opened on first use, after the command's input files were checked."""
-    from ledger.service import LedgerService
+    from ledger.services.service import LedgerService
 
     return LedgerService.opening(lambda: open_store(ctx, create=create))
 
@@ -51,7 +51,7 @@ def ledger(ctx: typer.Context) -> Ledger:
 def checked_run_id(value: str | None) -> str | None:
     """The --run callback: a run id follows the one safe pattern (the Run Manifest's), so a
     hostile value is a usage error (exit 2) before anything is opened."""
-    from ledger.jsonio import RUN_ID_RE, display
+    from ledger.inputs.jsonio import RUN_ID_RE, display
 
     if value is not None and not RUN_ID_RE.fullmatch(value):
         raise typer.BadParameter(

@@ -64,7 +64,7 @@ def rebuild_projections(ctx: typer.Context, as_json: bool = JSON) -> None:
 
     Example: kernel-ledger --db postgresql+psycopg://owner@db/ledger db rebuild-projections
     """
-    from ledger.verify import rebuild_projections as rebuild
+    from ledger.integrity.verify import rebuild_projections as rebuild
 
     runs = rebuild(open_store(ctx.parent or ctx))
     if as_json:
@@ -88,7 +88,7 @@ def copy(
 
     Example: kernel-ledger --db sqlite:///ledger.sqlite3 db copy --to postgresql+psycopg://owner@db/ledger
     """
-    from ledger.store.copy import copy_ledger, open_target
+    from ledger.integrity.copy import copy_ledger, open_target
 
     if not to or not to.strip():
         from ledger.errors import InputError

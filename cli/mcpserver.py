@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cli import tools
 from ledger.errors import InputError, LedgerError
-from ledger.jsonio import RUN_ID_RE
+from ledger.inputs.jsonio import RUN_ID_RE
 
 EXIT_CLASSES = {
     1: "check failed",
@@ -288,7 +288,7 @@ def read_resource(ledger: tools.Ledger, uri: str) -> tuple[str, str]:
         raise InputError(f"no resource {uri!r}; try {STATUS_URI} or {REPORT_URI}")
     if what == "status":
         return "application/json", json.dumps(tools.status(ledger, run_id).document)
-    from ledger import analysis
+    from ledger.services import analysis
 
     service = ledger.service()
     view = service.conclusion_preview(service.full_view(run_id))

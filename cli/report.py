@@ -26,7 +26,7 @@ def report(
 
     Example: kernel-ledger report --run softmax-demo-001 --html out/softmax-demo-001.html
     """
-    from ledger.report import write_report
+    from ledger.reports.report import write_report
 
     r = write_report(open_service(ctx), run, input_path(html_path, "--html"), force=force)
     v = r.verification

@@ -39,7 +39,7 @@ def serve(
         raise InputError(
             "serve needs the optional 'serve' extra: pip install 'kernel-ledger[serve]'"
         ) from None
-    from ledger.web import create_app
+    from ledger.reports.web import create_app
 
     app = create_app(ledger_url(ctx))
     say(f"serving {app.state.store.shown_url} read-only on http://{host}:{port}/ (Ctrl-C stops)")

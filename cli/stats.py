@@ -63,9 +63,9 @@ def decide(
 
     Example: kernel-ledger decide --input examples/decide/rounds.jsonl --jsonl
     """
-    from ledger.dryrun import decide_one, parse_input
     from ledger.errors import InputError
-    from ledger.jsonio import display, parse_json_bytes, read_bytes
+    from ledger.inputs.jsonio import display, parse_json_bytes, read_bytes
+    from ledger.services.dryrun import decide_one, parse_input
 
     path = input_path(input_file, "--input")
     data = read_bytes(path, "decide input")

@@ -40,7 +40,7 @@ class Ledger:
     def service(self, *, create: bool = False):
         """The service; its store is opened on first use, after the input files were
         checked, so a bad file is rejected before a ledger is opened or created."""
-        from ledger.service import LedgerService
+        from ledger.services.service import LedgerService
 
         return LedgerService.opening(lambda: self.store(create=create))
 
@@ -103,7 +103,7 @@ def record(ledger: Ledger, run: str, result: str) -> Outcome:
 def analyze(
     ledger: Ledger, run: str, output_dir: str | None = None, force: bool = False
 ) -> Outcome:
-    from ledger.service import analyze as run_analyze
+    from ledger.services.service import analyze as run_analyze
 
     folder = Path(output_dir) if output_dir else DEFAULT_OUTPUT_ROOT / run
     r = run_analyze(ledger.service(), run, folder, force=force)
@@ -176,7 +176,7 @@ def noise(ledger: Ledger, run: str, measurements: str) -> Outcome:
 
 
 def status(ledger: Ledger, run: str | None = None) -> Outcome:
-    from ledger.projections import as_dict
+    from ledger.core.projections import as_dict
     from ledger.store.eventstore import list_runs
 
     # A read of the projection rows: the store alone, so start-up does not import the
@@ -283,7 +283,7 @@ def round_document(row, run) -> dict[str, Any]:
     `start_signals` an object, and `reason`, the decision's grounds in one sentence."""
     import json
 
-    from ledger.projections import as_dict
+    from ledger.core.projections import as_dict
 
     doc = as_dict(row)
     doc["flags"] = [f for f in (row.flags or "").split(",") if f]
@@ -318,9 +318,9 @@ def decision_reason(row, run) -> str:
 
 
 def _like_profile(ledger: Ledger, path: str, kernel_name: str | None, limit: int) -> Outcome:
-    from ledger.bottleneck import classify
-    from ledger.profiles import load_profile
-    from ledger.similar import rank
+    from ledger.core.bottleneck import classify
+    from ledger.core.similar import rank
+    from ledger.inputs.profiles import load_profile
     from ledger.store.eventstore import list_runs, rounds_with_bottleneck
 
     parsed = load_profile(Path(path), kernel_name=kernel_name)
@@ -367,7 +367,7 @@ def compare(ledger: Ledger, run: str, rounds: list[int]) -> Outcome:
 
 
 def pinned_note(value: str | None) -> str | None:
-    from ledger.audit import parse_pinned, read_note_arg
+    from ledger.integrity.audit import parse_pinned, read_note_arg
 
     if value is None:
         return None
@@ -377,7 +377,7 @@ def pinned_note(value: str | None) -> str | None:
 
 
 def key_arg(value: str | None, flag: str) -> str | None:
-    from ledger.audit import read_key_arg
+    from ledger.integrity.audit import read_key_arg
 
     return read_key_arg(value, flag) if value is not None else None
 
@@ -406,7 +406,7 @@ def verify(
                 "--chain checks the hash chain alone; it takes no --checkpoint, "
                 "--verifier-key, --artifacts or --bundle"
             )
-        from ledger.verify import verify_chain
+        from ledger.integrity.verify import verify_chain
 
         report = verify_chain(ledger.store(), run, on_progress=on_progress)
         failure = None if report.ok else _failed_at(report.first_failure)
@@ -416,14 +416,14 @@ def verify(
     if key is not None and note is None:
         raise InputError("--verifier-key needs --checkpoint")
     if bundle is not None:
-        from ledger.bundle import check_bundle
+        from ledger.integrity.bundle import check_bundle
 
         if run is not None or artifacts:
             raise InputError("--bundle is checked on its own; it takes no --run or --artifacts")
         report, _ = check_bundle(input_path(bundle, "--bundle"), pinned_note=note, verifier_key=key)
         failure = None if report.ok else _failed_at(report.first_failure, "bundle")
         return Outcome(report.as_dict(), ("bundle", report), failure)
-    from ledger import audit
+    from ledger.integrity import audit
 
     report = audit.verify(
         ledger.store(),
@@ -453,7 +453,7 @@ def check_merge(
     strict_artifacts: bool = False,
     markdown: bool = False,
 ) -> Outcome:
-    from ledger.gate import check_merge as gate
+    from ledger.integrity.gate import check_merge as gate
 
     key = key_arg(verifier_key, "--verifier-key")
     note = pinned_note(checkpoint)
@@ -481,7 +481,7 @@ def check_merge(
 
 def restore(ledger: Ledger, run: str, round_no: int | None = None):
     """The kernel `checkout` restores, read from the ledger."""
-    from ledger.gate import restore_kernel
+    from ledger.integrity.gate import restore_kernel
 
     return restore_kernel(ledger.store(), run, round_no)
 
@@ -494,7 +494,7 @@ def checkout(
     force: bool = False,
 ) -> Outcome:
     from ledger.errors import InputError
-    from ledger.gate import restore_kernel, write_kernel
+    from ledger.integrity.gate import restore_kernel, write_kernel
 
     if out is None:
         raise InputError("--json prints a JSON object; name the kernel file with --out")

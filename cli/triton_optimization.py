@@ -87,8 +87,8 @@ def _ledger(output_dir: Path, at: str) -> Iterator[Any]:
     this module's (a rejection exits 1; a lost race 3 and a store problem 4, as in
     kernel-ledger)."""
     from ledger.errors import LedgerError
-    from ledger.runfolder import ManifestError
-    from ledger.service import LedgerService
+    from ledger.reports.runfolder import ManifestError
+    from ledger.services.service import LedgerService
     from ledger.store.eventstore import Store
 
     service = LedgerService.opening(
@@ -120,7 +120,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    from ledger.runfolder import dumps
+    from ledger.reports.runfolder import dumps
 
     _write(path, dumps(value))
 
@@ -145,7 +145,7 @@ class _Staged:
 
     def json(self, name: str, value: Any) -> None:
         from ledger.files import StagedOutput
-        from ledger.runfolder import dumps
+        from ledger.reports.runfolder import dumps
 
         target = self.folder / name
         self.staged[name] = StagedOutput(
@@ -195,7 +195,7 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 
 
 def _read_manifest(output_dir: Path) -> dict[str, Any]:
-    from ledger.runfolder import MANIFEST, ManifestError, check_manifest
+    from ledger.reports.runfolder import MANIFEST, ManifestError, check_manifest
 
     path = output_dir / MANIFEST
     try:
@@ -212,7 +212,7 @@ class _RunFolder:
     """A run folder the controller (or this module) wrote, as the next step reads it."""
 
     def __init__(self, output_dir: Path) -> None:
-        from ledger.runfolder import CONFIG, ROUNDS, STATE, Folder
+        from ledger.reports.runfolder import CONFIG, ROUNDS, STATE, Folder
 
         self.path = output_dir
         config = _read_json(output_dir / CONFIG, "optimization config")
@@ -235,7 +235,7 @@ class _RunFolder:
         imported first (`kernel-ledger import --legacy`, relative paths against the working
         directory), so a campaign can change controllers between two rounds."""
         from ledger.errors import InputError
-        from ledger.legacy import import_legacy
+        from ledger.services.legacy import import_legacy
 
         try:
             view = service.view(self.run_id)
@@ -268,7 +268,7 @@ def _started_on_coverage(output_dir: Path) -> Iterator[None]:
     manifest is read as passed correctness evidence, before it checks what that evidence
     covers: a plan refused for coverage leaves the folder so, here as there."""
     from ledger.errors import CoverageError
-    from ledger.runfolder import ROUND_ARTIFACTS
+    from ledger.reports.runfolder import ROUND_ARTIFACTS
 
     try:
         yield
@@ -285,9 +285,9 @@ def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) 
     """Validate a configuration, lock the run in the ledger and start its folder. The folder's
     files are staged before the run is appended, so a folder that cannot take them refuses
     the step with nothing in the ledger."""
-    from ledger import runfolder
-    from ledger.events import RunPlanned, ValidationLinked
-    from ledger.stats import MEDIANS_ONLY  # decided as the controller decides
+    from ledger.core.events import RunPlanned, ValidationLinked
+    from ledger.core.stats import MEDIANS_ONLY  # decided as the controller decides
+    from ledger.reports import runfolder
 
     output_dir, config_path = Path(output_dir), Path(config_path)
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
@@ -326,7 +326,7 @@ def record(
 ) -> dict[str, Any]:
     """Record one round in the ledger (reopening a concluded run) and in the folder, whose
     files are staged before the round is appended."""
-    from ledger import runfolder
+    from ledger.reports import runfolder
 
     output_dir = Path(output_dir)
     run = _RunFolder(output_dir)
@@ -362,7 +362,7 @@ def analyze(output_dir: Path, *, updated_at: str | None = None) -> dict[str, Any
     terminal status. As with the controller, analysis.json and report.md are written before
     the manifest is read, so a folder whose manifest cannot conclude again (a second
     analyze) still gets them, and the step fails; the ledger then stays as it was."""
-    from ledger import runfolder
+    from ledger.reports import runfolder
 
     output_dir = Path(output_dir)
     run = _RunFolder(output_dir)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ledger.errors import InputError, LedgerError, StoreUnavailable
-from ledger.jsonio import display, env_bytes, max_input_bytes
+from ledger.inputs.jsonio import display, env_bytes, max_input_bytes
 
 __all__ = [
     "StagedOutput",

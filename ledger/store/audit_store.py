@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, func, select
 
-from ledger import projections
+from ledger.core import projections
+from ledger.core.events import Event
+from ledger.core.projections import RunView
 from ledger.errors import InputError
-from ledger.events import Event
-from ledger.projections import RunView
 from ledger.store.eventstore import NewEvent, Store, StoredEvent
 from ledger.store.tables import checkpoints, events
 

@@ -36,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
+from ledger.core.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
 from ledger.errors import (
     CheckFailed,
     ConflictError,
@@ -44,14 +45,13 @@ from ledger.errors import (
     SchemaOutOfDate,
     StoreUnavailable,
 )
-from ledger.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
-from ledger.jsonio import display
-from ledger.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
+from ledger.inputs.jsonio import display
+from ledger.integrity.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.store import schema
 from ledger.store.tables import blobs, events, ledger_info, profiles, rounds, run_cases, runs
 
 if TYPE_CHECKING:  # the event models are imported when an event is read, not at start-up
-    from ledger.events import Event
+    from ledger.core.events import Event
 
 DEFAULT_DB = "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -142,7 +142,7 @@ class StoredEvent:
         return json.loads(self.payload)
 
     def event(self) -> Event:
-        from ledger.events import load_event
+        from ledger.core.events import load_event
 
         return load_event(self.event_type, self.schema_version, self.payload_value())
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger import audit
-from ledger.hashing import event_hash
-from ledger.service import LedgerService, analyze
+from ledger.integrity import audit
+from ledger.integrity.hashing import event_hash
+from ledger.integrity.verify import rebuild_projections
+from ledger.services.service import LedgerService, analyze
 from ledger.store.eventstore import Store, StoredEvent
-from ledger.verify import rebuild_projections
 
 from campaign import Campaign
 
@@ -189,7 +189,7 @@ def consistent_rewrite(path: Path, keep: int, change) -> list[StoredEvent]:
 
 def checkpoint_notes(url: str) -> list[str]:
     """The checkpoint note of every prefix of the ledger (sizes 0..N)."""
-    from ledger import checkpoint, merkle
+    from ledger.integrity import checkpoint, merkle
 
     store = Store(url)
     origin = audit.ledger_origin(store)

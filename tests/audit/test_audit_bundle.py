@@ -11,8 +11,8 @@ import pytest
 import rfc8785
 from audit_kit import build_ledger, copy_ledger, event_count, read_events, stream_rows
 
-from ledger import bundle
-from ledger.service import LedgerService
+from ledger.integrity import bundle
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 from conftest import CliRunner

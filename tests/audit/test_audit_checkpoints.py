@@ -12,7 +12,7 @@ import pytest
 from audit_kit import copy_ledger, read_events
 from unit.test_merkle import CONSISTENCY, INCLUSION, LEAVES, ROOTS
 
-from ledger import merkle
+from ledger.integrity import merkle
 from ledger.store.eventstore import Store
 
 from campaign import Campaign
@@ -166,8 +166,8 @@ def test_no_checkpoint_for_a_ledger_that_does_not_verify(built, tmp_path):
 
 
 def test_stored_checkpoints_are_append_only_and_rechecked(store, tmp_path):
-    from ledger import audit
-    from ledger.service import utc_now
+    from ledger.integrity import audit
+    from ledger.services.service import utc_now
 
     made = audit.make_checkpoint(store, clock=utc_now)
     for statement in ("UPDATE checkpoints SET tree_size = 5", "DELETE FROM checkpoints"):

@@ -235,7 +235,7 @@ def test_self_made_broken_parent_chain_is_refused(cli, tmp_path):
 
 
 def test_self_made_every_disagreement_is_reported(sqlite_url, tmp_path):
-    from ledger.legacy import LegacyRejected, import_legacy
+    from ledger.services.legacy import LegacyRejected, import_legacy
 
     ws = _copy(tmp_path)
     folder = ws / "optimization" / "passed"

@@ -16,10 +16,10 @@ from audit_kit import COLUMNS, consistent_rewrite, copy_ledger, read_events, swa
 from test_audit_tamper import _byte_change, _field_change
 
 from benchmarks.workload import BulkWriter, Generator, Shape
-from ledger import verify
-from ledger.hashing import canonical
+from ledger.integrity import verify
+from ledger.integrity.hashing import canonical
+from ledger.integrity.verify import verify_ledger
 from ledger.store.eventstore import Store
-from ledger.verify import verify_ledger
 
 built = audit_kit.built  # two interleaved runs, a diagnosis, a profile, a conclusion
 SEED = 20261203

@@ -11,8 +11,8 @@ import audit_kit
 import pytest
 from audit_kit import checkpoint_notes, consistent_rewrite, copy_ledger, read_events
 
-from ledger import audit
-from ledger.hashing import canonical
+from ledger.integrity import audit
+from ledger.integrity.hashing import canonical
 from ledger.store.eventstore import Store
 
 built = audit_kit.built

@@ -9,9 +9,9 @@ import sqlite3
 import audit_kit
 from audit_kit import COLUMNS, copy_ledger, move_to_end, read_events, rehash, swap, write_event
 
-from ledger import audit
+from ledger.integrity import audit
+from ledger.integrity.verify import rebuild_projections
 from ledger.store.eventstore import Store
-from ledger.verify import rebuild_projections
 
 built = audit_kit.built
 
@@ -30,7 +30,7 @@ def _copy(built, tmp_path, name="copy.sqlite3"):
 
 
 def _store_checkpoint(url: str) -> str:
-    from ledger.service import utc_now
+    from ledger.services.service import utc_now
 
     store = Store(url)
     made = audit.make_checkpoint(store, clock=utc_now)

@@ -13,9 +13,9 @@ from collections import Counter
 import audit_kit
 from audit_kit import COLUMNS, copy_ledger, read_events
 
-from ledger import audit
-from ledger.events import EVENT_TYPES
-from ledger.hashing import ZERO_HASH, canonical
+from ledger.core.events import EVENT_TYPES
+from ledger.integrity import audit
+from ledger.integrity.hashing import ZERO_HASH, canonical
 from ledger.store.eventstore import Store
 
 built = audit_kit.built  # the realistic ledger, once per module

@@ -15,9 +15,9 @@ from pathlib import Path
 import legacy_kit as kit
 import pytest
 
-from ledger.legacy import import_legacy
-from ledger.service import LedgerService
-from ledger.stats import MEDIANS_ONLY
+from ledger.core.stats import MEDIANS_ONLY
+from ledger.services.legacy import import_legacy
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 pytestmark = pytest.mark.skipif(

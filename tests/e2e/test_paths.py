@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.service import LedgerService
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 from campaign import Campaign, sha256, write_json

@@ -206,7 +206,7 @@ def test_report_writes_one_self_contained_page(cli, tmp_path):
     assert page.index("<tr><td>original</td>") < page.index("<tr><td>round 4</td>")
 
     # verification panel: ok, this run's last event hash, the tree head of the whole log
-    from ledger.merkle import root
+    from ledger.integrity.merkle import root
 
     run_hashes = _stream_hashes(cli.db_url, run_id)
     all_hashes = _stream_hashes(cli.db_url)
@@ -271,7 +271,7 @@ def test_medians_only_run_without_profiles(cli, campaign, tmp_path):
     ],
 )
 def test_timing_label_names_gpus(soc, label):
-    from ledger.report import timing_label
+    from ledger.reports.report import timing_label
 
     assert timing_label({"soc": soc}) == label
 

@@ -40,7 +40,7 @@ def ledger(cli, tmp_path):
 
 @pytest.fixture
 def client(ledger):
-    from ledger.web import create_app
+    from ledger.reports.web import create_app
 
     with TestClient(create_app(ledger)) as c:
         yield c
@@ -171,7 +171,7 @@ def test_bad_numbers_are_refused_in_one_sentence(client):
 
 
 def test_no_route_writes(client):
-    from ledger.web import create_app
+    from ledger.reports.web import create_app
 
     app = create_app(client.app.state.store.url)
     for route in app.routes:

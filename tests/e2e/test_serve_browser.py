@@ -107,7 +107,7 @@ def server(demo_ledger):
     """uvicorn serving the ledger on a free loopback port, in a thread of this process."""
     import uvicorn
 
-    from ledger.web import create_app
+    from ledger.reports.web import create_app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

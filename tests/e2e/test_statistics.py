@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from ledger.events import RoundDecided
-from ledger.verify import _numpy_drift_only
+from ledger.core.events import RoundDecided
+from ledger.integrity.verify import _numpy_drift_only
 
 from campaign import Campaign, sha256, write_json
 

@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 HEAVY = (
-    "ledger.service",
-    "ledger.inputs",
-    "ledger.controller",
-    "ledger.stats",
+    "ledger.services.service",
+    "ledger.inputs.models",
+    "ledger.core.controller",
+    "ledger.core.stats",
     "alembic",
     "numpy",
     "rfc8785",

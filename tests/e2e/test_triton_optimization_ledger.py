@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from cli import triton_optimization as dropin
-from ledger.events import RoundDecided, RunPlanned, RunReopened
-from ledger.service import LedgerService
-from ledger.stats import MEDIANS_ONLY
+from ledger.core.events import RoundDecided, RunPlanned, RunReopened
+from ledger.core.stats import MEDIANS_ONLY
+from ledger.integrity.verify import verify_ledger
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
-from ledger.verify import verify_ledger
 
 from campaign import Campaign, write_json
 

@@ -7,7 +7,7 @@ import json
 
 from sqlalchemy import create_engine
 
-from ledger.hashing import event_hash
+from ledger.integrity.hashing import event_hash
 
 from campaign import Campaign
 

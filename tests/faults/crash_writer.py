@@ -36,7 +36,7 @@ ROUNDS_PER_RUN = 8
 
 def writer(url: str, work: Path, files: Files, seed: int, out: int) -> None:
     """One writer: append until killed. Never returns normally."""
-    from ledger.service import LedgerService
+    from ledger.services.service import LedgerService
     from ledger.store.eventstore import Store, list_runs
 
     rng = random.Random(seed)
@@ -103,7 +103,7 @@ def writer(url: str, work: Path, files: Files, seed: int, out: int) -> None:
 def warm_up(work: Path, files: Files) -> None:
     """Import and exercise every code path once in a scratch ledger, so that forked writers
     start appending at once. No connection stays open (fork safety)."""
-    from ledger.service import LedgerService
+    from ledger.services.service import LedgerService
     from ledger.store.eventstore import Store
 
     store = Store(f"sqlite:///{work / 'warm-up.sqlite3'}")

@@ -28,7 +28,7 @@ from faultkit import (
     write_json,
 )
 
-from ledger.service import LedgerService
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import PG_APPEND_LOCK, Store
 
 BUSY_TIMEOUT = 1.0

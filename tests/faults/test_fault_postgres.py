@@ -25,7 +25,7 @@ from faultkit import (
 from sqlalchemy import event
 
 from ledger.errors import ConflictError, StoreUnavailable
-from ledger.service import LedgerService
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 
@@ -195,7 +195,7 @@ def test_retry_with_new_ids_after_a_lost_acknowledgement_is_a_conflict(cluster, 
     store = Store(campaign.url)
     service = LedgerService(store)
     view = service.view(campaign.run_id)
-    from ledger.events import DiagnosisRecorded
+    from ledger.core.events import DiagnosisRecorded
 
     item = DiagnosisRecorded(
         bottleneck="vector-compute", evidence="x", after_round=0, consecutive_failures_before=0

@@ -28,7 +28,7 @@ from faultkit import (
 from sqlalchemy import event
 
 from ledger.errors import StoreUnavailable
-from ledger.service import LedgerService
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 RUN = "storage-001"

@@ -9,8 +9,9 @@ import hashlib
 import pytest
 
 from benchmarks.workload import BulkWriter, Generator, Shape
+from ledger.core.projections import RoundRow
 from ledger.errors import StoreUnavailable
-from ledger.projections import RoundRow
+from ledger.integrity.verify import verify_ledger
 from ledger.store.eventstore import (
     RoundFilter,
     Store,
@@ -20,7 +21,6 @@ from ledger.store.eventstore import (
     rounds_sql,
     rounds_with_bottleneck,
 )
-from ledger.verify import verify_ledger
 
 
 def _write(store: Store, runs: int, *, distinct: int = 0, shape: Shape | None = None) -> int:

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
-from ledger import merkle
-from ledger.checkpoint import Checkpoint, format_note
-from ledger.store import copy as ledger_copy
+from ledger.integrity import copy as ledger_copy
+from ledger.integrity import merkle
+from ledger.integrity.checkpoint import Checkpoint, format_note
 from ledger.store.eventstore import Store
 from ledger.store.schema import HEAD_REVISION
 from ledger.store.tables import checkpoints, metadata
@@ -258,7 +258,7 @@ def test_runs_split_across_pages_and_revisited_after_they_concluded(
 def test_an_event_that_does_not_fold_is_named_and_nothing_is_written(
     tmp_path: Path, source_url: str, db_url: str, monkeypatch
 ):
-    from ledger import projections
+    from ledger.core import projections
     from ledger.errors import CheckFailed
 
     _campaign_ledger(source_url, tmp_path / "a")
@@ -295,7 +295,7 @@ def test_a_source_event_that_does_not_verify_is_refused_and_nothing_is_written(
     import sqlite3
 
     from ledger.errors import CheckFailed
-    from ledger.hashing import event_hash
+    from ledger.integrity.hashing import event_hash
 
     _campaign_ledger(source_url, tmp_path / "a")
     path = make_url(source_url).database

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger.bottleneck import Bottleneck
+from ledger.core.bottleneck import Bottleneck
+from ledger.core.evidence import DecisionScope, RunEvidence
 from ledger.errors import InputError
-from ledger.evidence import DecisionScope, RunEvidence
-from ledger.service import LedgerService
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 from campaign import Campaign, sha256

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.bottleneck import Bottleneck
-from ledger.controller import attribution_settings, profile_event
-from ledger.events import (
+from ledger.core.bottleneck import Bottleneck
+from ledger.core.controller import attribution_settings, profile_event
+from ledger.core.events import (
     CaseWeight,
     DiagnosisRecorded,
     Event,
@@ -34,9 +34,9 @@ from ledger.events import (
     RunPlanned,
     ValidationLinked,
 )
-from ledger.evidence import DecisionScope, RunEvidence
-from ledger.round import admit, round_events
-from ledger.service import LedgerService
+from ledger.core.evidence import DecisionScope, RunEvidence
+from ledger.core.round import admit, round_events
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 
 RUN = "evidence-run"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from ledger import merkle
-from ledger.service import LedgerService
+from ledger.integrity import merkle
+from ledger.integrity.verify import verify_ledger
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store
 from ledger.store.tables import PROJECTION_TABLES, blobs, events, ledger_info
-from ledger.verify import verify_ledger
 
 from campaign import Campaign, write_json
 

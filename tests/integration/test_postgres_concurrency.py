@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select, text
 
-from ledger.hashing import ZERO_HASH
+from ledger.integrity.hashing import ZERO_HASH
+from ledger.integrity.verify import verify_ledger
 from ledger.store.eventstore import PG_APPEND_LOCK, Store
 from ledger.store.tables import events, runs
-from ledger.verify import verify_ledger
 
 from campaign import Campaign
 

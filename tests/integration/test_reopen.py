@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from ledger.core.events import RunReopened
 from ledger.errors import InputError
-from ledger.events import RunReopened
-from ledger.service import LedgerService
-from ledger.verify import rebuild_projections, verify_ledger
+from ledger.integrity.verify import rebuild_projections, verify_ledger
+from ledger.services.service import LedgerService
 
 from campaign import Campaign
 

@@ -7,12 +7,12 @@ import uuid
 import pytest
 from sqlalchemy import text
 
+from ledger.core.events import FileRef, ValidationLinked
 from ledger.errors import ConflictError, InputError
-from ledger.events import FileRef, ValidationLinked
-from ledger.hashing import ZERO_HASH
-from ledger.service import LedgerService
+from ledger.integrity.hashing import ZERO_HASH
+from ledger.integrity.verify import rebuild_projections, verify_ledger
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import NewEvent, Store
-from ledger.verify import rebuild_projections, verify_ledger
 
 from campaign import Campaign
 
@@ -163,7 +163,7 @@ def _projection_rows(store: Store) -> dict[str, list]:
 
 def test_rebuild_equals_live_projections(store: Store, campaign: Campaign):
     service = _run_campaign(store, campaign)
-    from ledger.service import analyze
+    from ledger.services.service import analyze
 
     analyze(service, campaign.run_id, campaign.root / "analysis")
     live = _projection_rows(store)

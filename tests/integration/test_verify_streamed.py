@@ -8,11 +8,11 @@ import json
 import uuid
 from pathlib import Path
 
-from ledger import verify
-from ledger.events import RoundSubmitted
-from ledger.service import LedgerService, analyze
+from ledger.core.events import RoundSubmitted
+from ledger.integrity import verify
+from ledger.integrity.verify import verify_chain, verify_ledger
+from ledger.services.service import LedgerService, analyze
 from ledger.store.eventstore import NewEvent, Store
-from ledger.verify import verify_chain, verify_ledger
 
 from campaign import Campaign
 

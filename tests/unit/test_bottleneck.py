@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.bottleneck import (
+from ledger.core.bottleneck import (
     FIRST_EXPERIMENTS,
     TARGET_EXCEEDS_HEADROOM,
     Attribution,
@@ -23,7 +23,7 @@ from ledger.bottleneck import (
     headroom_flag,
 )
 from ledger.errors import InputError
-from ledger.profiles import load_profile
+from ledger.inputs.profiles import load_profile
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "profiles"
 A2 = TargetCaps(vector_cores=40, cube_cores=20, ub_bytes=192 * 1024)

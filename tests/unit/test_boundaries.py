@@ -1,7 +1,13 @@
-"""The layers, checked on the source: nothing in ledger/ imports cli/, and the pure core
-(the decision rules, statistics, the controller, the round path, the evidence fold and the
-projections, with every ledger module they import in turn) imports no store, no database
-driver and nothing that reads files, the network or the clock."""
+"""The layers, checked on the source.
+
+- Nothing in ledger/ imports cli/.
+- Each sub-package of ledger/ imports only its own layer and the layers below it
+  (`LAYERS`, lowest first): the core never reaches inputs or the store, the store never
+  reaches the verifier, the services never reach the reports.
+- Only the store touches SQL: no module outside ledger/store/ imports SQLAlchemy or the tables.
+- The pure core (every module of ledger/core/, with every ledger module they import in
+  turn) imports no store, no database driver and nothing that reads files, the network or
+  the clock."""
 
 from __future__ import annotations
 
@@ -12,23 +18,27 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "ledger"
-PURE_CORE = (
-    "ledger.decide",
-    "ledger.stats",
-    "ledger.controller",
-    "ledger.round",
-    "ledger.evidence",
-    "ledger.projections",
+PURE_CORE_PACKAGE = "ledger.core"
+# lowest first; a module may import modules of its own layer and of the layers below
+LAYERS = (
+    ("ledger.errors",),
+    # canonical bytes and hashes are pure: the events and the folds hash with them
+    ("ledger.core", "ledger.integrity.hashing"),
+    ("ledger.inputs", "ledger.files"),
+    ("ledger.store",),
+    ("ledger.integrity",),
+    ("ledger.services",),
+    ("ledger.reports",),
 )
 # what the pure core must not reach, directly or through a ledger module it imports
 FORBIDDEN = (
     "cli",
     "ledger.store",
-    "ledger.service",
-    "ledger.jsonio",
-    "ledger.inputs",
-    "ledger.samples",
-    "ledger.profiles",
+    "ledger.services.service",
+    "ledger.inputs.jsonio",
+    "ledger.inputs.models",
+    "ledger.inputs.samples",
+    "ledger.inputs.profiles",
     "sqlalchemy",
     "alembic",
     "psycopg",
@@ -67,7 +77,7 @@ def imports(name: str) -> set[str]:
             else:
                 module = node.module or ""
             found.add(module)
-            # `from ledger import stats` imports the module ledger.stats
+            # `from ledger import stats` imports the module ledger.core.stats
             for alias in node.names:
                 if _module_path(f"{module}.{alias.name}").exists():
                     found.add(f"{module}.{alias.name}")
@@ -105,6 +115,46 @@ def test_ledger_never_imports_the_cli(module: str):
     assert not [m for m in imports(module) if m == "cli" or m.startswith("cli.")]
 
 
+def _layer(module: str) -> int | None:
+    """The layer of a ledger module: the most specific prefix in LAYERS wins."""
+    best: tuple[int, int] | None = None
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            inside = module == prefix or module.startswith(f"{prefix}.")
+            if inside and (best is None or len(prefix) > best[1]):
+                best = (rank, len(prefix))
+    return None if best is None else best[0]
+
+
+PURE_CORE = tuple(m for m in _ledger_modules() if _layer(m) == 1)
+
+
+def test_every_ledger_module_has_a_layer():
+    assert [m for m in _ledger_modules() if m != "ledger" and _layer(m) is None] == []
+    assert "ledger.core.decide" in PURE_CORE and "ledger.integrity.hashing" in PURE_CORE
+
+
+@pytest.mark.parametrize("module", _ledger_modules())
+def test_imports_go_down_the_layers(module: str):
+    own = _layer(module)
+    upward = sorted(
+        m for m in imports(module) if m.startswith("ledger.") and (_layer(m) or 0) > (own or 0)
+    )
+    assert upward == [], f"{module} (layer {own}) imports a layer above it"
+
+
+@pytest.mark.parametrize("module", _ledger_modules())
+def test_only_the_store_touches_sql(module: str):
+    if module.startswith("ledger.store"):
+        return
+    sql = sorted(
+        m
+        for m in imports(module)
+        if m.split(".")[0] == "sqlalchemy" or m.startswith("ledger.store.tables")
+    )
+    assert sql == [], f"{module} reaches SQL directly"
+
+
 @pytest.mark.parametrize("module", PURE_CORE)
 def test_the_pure_core_reaches_no_io(module: str):
     reached = _reaches(module)
@@ -114,6 +164,7 @@ def test_the_pure_core_reaches_no_io(module: str):
 
 def test_the_check_sees_an_import_inside_a_function():
     """The scan is not blind: a module known to import the store lazily is caught."""
-    assert "ledger.store.eventstore" in _reaches("ledger.service")
-    assert any(_forbidden(m) for m in _reaches("ledger.legacy"))
-    assert "ledger.bottleneck" in _reaches("ledger.controller")  # imported in a function
+    assert "ledger.store.eventstore" in _reaches("ledger.services.service")
+    assert any(_forbidden(m) for m in _reaches("ledger.services.legacy"))
+    assert "ledger.core.bottleneck" in _reaches("ledger.core.controller")  # imported in a function
+    assert _layer("ledger.integrity.hashing") == 1 and _layer("ledger.integrity.verify") == 4

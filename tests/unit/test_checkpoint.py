@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import checkpoint
-from ledger.checkpoint import (
+from ledger.errors import InputError
+from ledger.integrity import checkpoint
+from ledger.integrity.checkpoint import (
     Checkpoint,
     Signature,
     format_note,
@@ -22,7 +23,6 @@ from ledger.checkpoint import (
     verifier_key_for,
     verify_signature,
 )
-from ledger.errors import InputError
 
 # The example of the C2SP tlog-checkpoint specification.
 C2SP_EXAMPLE = (

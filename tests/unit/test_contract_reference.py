@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import projections
-from ledger.controller import conclusion_event, decide_round
-from ledger.events import (
+from ledger.core import projections
+from ledger.core.controller import conclusion_event, decide_round
+from ledger.core.events import (
     CaseWeight,
     FileRef,
     LimitFields,
@@ -19,7 +19,7 @@ from ledger.events import (
     RoundSubmitted,
     RunPlanned,
 )
-from ledger.evidence import RunEvidence
+from ledger.core.evidence import RunEvidence
 
 
 def reference(config, rounds):

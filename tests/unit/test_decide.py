@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.decide import (
+from ledger.core.decide import (
     Conclusion,
     Decision,
     Limits,

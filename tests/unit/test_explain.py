@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ledger import explain as ex
-from ledger.events import (
+from ledger.core import explain as ex
+from ledger.core.events import (
     BestKernel,
     CaseWeight,
     FileRef,
@@ -38,7 +38,7 @@ def decided(
     statistics: dict[str, Any] | None = None,
     flags: tuple[str, ...] = (),
 ) -> RoundDecided:
-    from ledger.decide import weighted_improvement, worst_regression
+    from ledger.core.decide import weighted_improvement, worst_regression
 
     i = r = None
     if medians is not None:
@@ -154,7 +154,7 @@ def test_flags_are_listed_in_the_text_and_explained():
 def test_the_glossary_explains_every_flag_the_code_writes():
     root = Path(__file__).resolve().parents[2] / "ledger"
     written: set[str] = set()
-    for path in root.glob("*.py"):
+    for path in root.rglob("*.py"):
         text = path.read_text()
         written |= set(re.findall(r'flags\.append\("([^"]+)"\)', text))
         written |= set(re.findall(r'^(?:FLAG_\w+|\w+_FLAG) = "([^"]+)"', text, re.M))
@@ -167,7 +167,7 @@ def test_the_glossary_explains_every_flag_the_code_writes():
     assert {"samples-file-not-found", "floor-above-measured"} <= written
     assert written - set(ex.GLOSSARY) == set()
     # the attribution's "also-<class>" flags, one per bottleneck class
-    from ledger.bottleneck import Bottleneck
+    from ledger.core.bottleneck import Bottleneck
 
     for cls in Bottleneck:
         if cls is not Bottleneck.UNKNOWN:

@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ledger.errors import InputError
-from ledger.hashing import (
+from ledger.integrity.hashing import (
     _fast_canonical,
     _orjson_canonical,
     canonical,
@@ -285,7 +285,7 @@ def test_event_models_refuse_non_finite_numbers(bad):
     """orjson writes NaN and Infinity as null; the models refuse them before any encoder."""
     from pydantic import ValidationError
 
-    from ledger.events import CaseWeight, Measurement
+    from ledger.core.events import CaseWeight, Measurement
 
     with pytest.raises(ValidationError, match="finite"):
         Measurement(case_id="c", median_us=bad, repeats=3)

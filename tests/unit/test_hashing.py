@@ -9,7 +9,13 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.hashing import ZERO_HASH, canonical, envelope_bytes, envelope_reference, event_hash
+from ledger.integrity.hashing import (
+    ZERO_HASH,
+    canonical,
+    envelope_bytes,
+    envelope_reference,
+    event_hash,
+)
 
 json_scalars = (
     st.none()

@@ -15,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.errors import InputError
-from ledger.hashing import MAX_SAFE_INTEGER
-from ledger.jsonio import (
+from ledger.inputs.jsonio import (
     MAX_DEPTH,
     _explain_invalid,
     _plainly_valid,
     check_json_value,
     parse_json_bytes,
 )
+from ledger.integrity.hashing import MAX_SAFE_INTEGER
 
 _SCALARS = st.one_of(
     st.none(),

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger.errors import InputError
-from ledger.merkle import (
+from ledger.integrity.merkle import (
     EMPTY_ROOT,
     InclusionChecker,
     TreeBuilder,

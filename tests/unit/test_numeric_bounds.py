@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import dryrun, samples
 from ledger.errors import InputError
-from ledger.inputs import MAX_WEIGHT, MIN_WEIGHT
+from ledger.inputs import samples
+from ledger.inputs.models import MAX_WEIGHT, MIN_WEIGHT
+from ledger.services import dryrun
 
 OBJECTIVE = {
     "target_relative_improvement": 0.1,

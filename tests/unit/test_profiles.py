@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import profiles
 from ledger.errors import InputError
-from ledger.profiles import (
+from ledger.inputs import profiles
+from ledger.inputs.profiles import (
     ParsedProfile,
     load_profile,
     merge_launches,

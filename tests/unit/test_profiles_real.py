@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.bottleneck import Attribution, TargetCaps, classify
+from ledger.core.bottleneck import Attribution, TargetCaps, classify
 from ledger.errors import InputError
-from ledger.profiles import load_profile, parse_ncu_csv
+from ledger.inputs.profiles import load_profile, parse_ncu_csv
 
 REAL = Path(__file__).parent.parent / "fixtures" / "profiles" / "real"
 NCU = REAL / "ncu-h200"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import projections
+from ledger.core import projections
 from ledger.store.eventstore import StoredEvent
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -1,4 +1,4 @@
-"""The one round path (ledger/round.py): which rounds are admitted, how a refusal is worded
+"""The one round path (ledger/core/round.py): which rounds are admitted, how a refusal is worded
 where it is reported, and the events a round becomes. Pure: no store, no files."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger import projections
-from ledger.controller import conclusion_event, decide_round
-from ledger.events import (
+from ledger.core import projections
+from ledger.core.controller import conclusion_event, decide_round
+from ledger.core.events import (
     CaseWeight,
     FileRef,
     LimitFields,
@@ -24,8 +24,8 @@ from ledger.events import (
     RunPlanned,
     ValidationLinked,
 )
-from ledger.evidence import RunEvidence
-from ledger.round import RULES, admit, decision, round_events
+from ledger.core.evidence import RunEvidence
+from ledger.core.round import RULES, admit, decision, round_events
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = FileRef(path="/k/v0.py", sha256="a" * 64, size=10)
@@ -238,18 +238,18 @@ def _calls(name: str) -> list[str]:
 @pytest.mark.parametrize("name", ["decide_round"])
 def test_decide_round_has_one_caller(name):
     """Every decision, recorded, imported, replayed or generated, goes through round.py."""
-    assert _calls(name) == ["ledger/round.py"]
+    assert _calls(name) == ["ledger/core/round.py"]
 
 
 def test_every_round_writer_goes_through_the_round_module():
     assert sorted(set(_calls("round_events"))) == [
         "benchmarks/workload.py",
-        "ledger/legacy.py",
-        "ledger/service.py",
+        "ledger/services/legacy.py",
+        "ledger/services/service.py",
     ]
     assert sorted(set(_calls("admit"))) == [
         "benchmarks/workload.py",
-        "ledger/legacy.py",
-        "ledger/service.py",
-        "ledger/verify.py",
+        "ledger/integrity/verify.py",
+        "ledger/services/legacy.py",
+        "ledger/services/service.py",
     ]

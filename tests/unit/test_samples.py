@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import samples as samples_mod
 from ledger.errors import InputError
-from ledger.samples import check_median_agrees, load_samples_file, median
+from ledger.inputs import samples as samples_mod
+from ledger.inputs.samples import check_median_agrees, load_samples_file, median
 
 
 def write(tmp_path, name, content):

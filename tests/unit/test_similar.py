@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.profiles import load_profile
-from ledger.projections import RoundRow
-from ledger.similar import rank, signal_distance
+from ledger.core.projections import RoundRow
+from ledger.core.similar import rank, signal_distance
+from ledger.inputs.profiles import load_profile
 
 NCU = Path(__file__).parent.parent / "fixtures" / "profiles" / "real" / "ncu-h200"
 

@@ -13,15 +13,14 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.decide import (
+from ledger.core.decide import (
     Decision,
     Objective,
     contract_decision,
     weighted_improvement,
     worst_regression,
 )
-from ledger.errors import InputError
-from ledger.stats import (
+from ledger.core.stats import (
     FLAG_DRIFT_UNESTIMATED,
     METHOD,
     METHOD_SMOOTHED,
@@ -34,6 +33,7 @@ from ledger.stats import (
     estimate_drift,
     noise_aware_decision,
 )
+from ledger.errors import InputError
 
 GOLDEN_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "stats" / "v1-golden.json"
 
@@ -498,8 +498,8 @@ def test_a_recorded_config_without_the_key_replays_the_v1_drift_exactly():
 
 
 def test_the_controller_replays_runs_planned_before_the_key_with_the_plain_rule():
-    from ledger.controller import noise_aware
-    from ledger.evidence import RunEvidence
+    from ledger.core.controller import noise_aware
+    from ledger.core.evidence import RunEvidence
 
     golden = _golden()["decision"]
     common = dict(
@@ -610,8 +610,8 @@ def test_recorded_configs_default_to_the_rule_they_were_recorded_under():
 
 
 def test_plan_records_the_default_bootstrap(tmp_path):
-    from ledger.inputs import load_config
-    from ledger.service import plan_events
+    from ledger.inputs.models import load_config
+    from ledger.services.service import plan_events
 
     from campaign import Campaign
 

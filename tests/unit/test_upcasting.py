@@ -10,9 +10,16 @@ from typing import ClassVar
 
 import pytest
 
-from ledger.events import EVENT_TYPES, UPCASTERS, Event, RunConcluded, UnknownEventType, load_event
+from ledger.core.events import (
+    EVENT_TYPES,
+    UPCASTERS,
+    Event,
+    RunConcluded,
+    UnknownEventType,
+    load_event,
+)
+from ledger.integrity.verify import verify_ledger
 from ledger.store.eventstore import Store
-from ledger.verify import verify_ledger
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "ledger.sqlite3"
 

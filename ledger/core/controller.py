@@ -1,0 +1,411 @@
+"""The controller's pure core: from a run's state and the evidence folded from its events
+to the events that record a decision, a profile or a conclusion. No I/O, no clock.
+
+`record` and the replay verifier call the very same functions, so a replay re-derives
+exactly what was decided. The decision rules themselves live in `ledger/core/decide.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.core import decide
+from ledger.core.events import (
+    BestKernel,
+    FileRef,
+    LimitFields,
+    MeasurementsRecorded,
+    MechanismCheck,
+    ObjectiveFields,
+    ProfileRecorded,
+    RoundDecided,
+    RoundSubmitted,
+    RunConcluded,
+    RunPlanned,
+    StartProfile,
+)
+from ledger.core.evidence import RunEvidence
+from ledger.core.projections import RunView
+from ledger.errors import InputError
+from ledger.integrity.hashing import canonical
+
+
+def noise_aware(
+    *,
+    run_id: str,
+    round_no: int,
+    contract: decide.Decision,
+    weights: list[float],
+    best_medians: list[float],
+    candidate_medians: list[float],
+    best_samples: list[list[float] | None],
+    candidate_samples: list[list[float] | None],
+    objective: decide.Objective,
+    evidence: RunEvidence,
+) -> tuple[decide.Decision, dict[str, Any]]:
+    """SPEC 4.2 on top of the contract (pure). The seed derives from the recorded inputs;
+    session drift comes from the run's A/A remeasures."""
+    from ledger.core import stats
+
+    config = _recorded_config(evidence.statistics)
+    seed = stats.derive_seed(
+        canonical(
+            {
+                "run_id": run_id,
+                "round": round_no,
+                "weights": weights,
+                "best": best_samples,
+                "candidate": candidate_samples,
+            },
+            string_keys=True,  # JSON types only: str, int and lists of floats or None
+        )
+    )
+    drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
+    outcome = stats.noise_aware_decision(
+        contract=contract,
+        weights=weights,
+        best_samples=best_samples,
+        cand_samples=candidate_samples,
+        objective=objective,
+        config=config,
+        seed=seed,
+        drift_sigma=drift.sigma,
+        drift_estimated=drift.estimated,
+        best_medians=best_medians,
+        cand_medians=candidate_medians,
+    )
+    return outcome.decision, {**outcome.evidence, **drift.to_evidence()}
+
+
+def _may_bootstrap(samples: Sequence[Sequence[float] | None] | None) -> bool:
+    """Whether one side's samples could reach the bootstrap: every case with at least 3
+    samples (the smallest `min_samples` the statistics accept). Below that the noise-aware
+    decision is the contract's with no statistics, so it is not computed (nor numpy
+    imported)."""
+    return samples is not None and all(s is not None and len(s) >= 3 for s in samples)
+
+
+def _recorded_config(statistics: Any) -> Any:
+    """`StatisticsConfig.from_recorded`, built once per distinct recorded `statistics` (a
+    replay asks for the same run's settings at every decision)."""
+    from ledger.core import stats
+
+    if statistics is None:
+        return _config_of(None)
+    if not isinstance(statistics, dict):
+        return stats.StatisticsConfig.from_recorded(statistics)
+    try:
+        return _config_of(tuple(sorted((k, type(v), v) for k, v in statistics.items())))
+    except TypeError:  # a value that cannot be a key (a list, say): build it every time
+        return stats.StatisticsConfig.from_recorded(statistics)
+
+
+@functools.lru_cache(maxsize=64)
+def _config_of(key: tuple[tuple[str, type, Any], ...] | None) -> Any:
+    from ledger.core import stats
+
+    return stats.StatisticsConfig.from_recorded(None if key is None else {k: v for k, _, v in key})
+
+
+def decide_round(
+    *,
+    view: RunView,
+    submitted: RoundSubmitted,
+    evidence: RunEvidence,
+    candidate_medians: list[float] | None,
+    candidate_samples: list[list[float] | None] | None = None,
+) -> RoundDecided:
+    """The pure part of `record`: the decision event for a round, from the run's state and
+    the evidence folded from its events (profiles, timings, failed mechanisms).
+
+    The verifier calls this same function to re-derive every recorded decision.
+    """
+    weights = [c.weight for c in view.cases]
+    best = [float(c.best_median_us) for c in view.cases]  # type: ignore[arg-type]
+    baseline = [float(c.baseline_median_us) for c in view.cases]  # type: ignore[arg-type]
+    objective = view.objective
+    run = view.run
+    round_no = submitted.round
+    candidate = submitted.candidate
+    best_before = BestKernel(
+        sha256=run.best_kernel_sha256,
+        path=run.best_kernel_path,
+        round=run.best_round,
+        medians_us=best,
+    )
+    if candidate_medians is None:
+        decision = decide.Decision.FAIL
+        improvement = regression = None
+        kind = "validation"
+    else:
+        improvement = decide.weighted_improvement(weights, best, candidate_medians)
+        regression = decide.worst_regression(best, candidate_medians)
+        decision = decide.contract_decision(improvement, regression, objective)
+        kind = "medians"
+    statistics = None
+    flags: list[str] = []
+    if candidate_medians is not None and _may_bootstrap(candidate_samples):
+        best_samples = evidence.samples(run.best_round)
+        if _may_bootstrap(best_samples):
+            decision, statistics = noise_aware(
+                run_id=run.run_id,
+                round_no=round_no,
+                contract=decision,
+                weights=weights,
+                best_medians=best,
+                candidate_medians=candidate_medians,
+                best_samples=best_samples,
+                candidate_samples=candidate_samples,
+                objective=objective,
+                evidence=evidence,
+            )
+            if statistics["kind"] == "samples":
+                kind = "samples"
+                if not statistics["drift_estimated"]:
+                    flags.append("drift_unestimated")
+                if statistics["advice"] == "remeasure":
+                    flags.append("remeasure-advised")
+            else:
+                statistics = None
+    if decision is decide.Decision.KEEP:
+        assert candidate_medians is not None
+        best_after = BestKernel(
+            sha256=candidate.sha256,
+            path=candidate.path,
+            round=round_no,
+            medians_us=candidate_medians,
+        )
+    else:
+        best_after = best_before
+    failures = decide.next_consecutive_failures(run.consecutive_failures, decision)
+    progress = decide.progress(
+        weights=weights,
+        original_baseline=baseline,
+        best=best_after.medians_us,
+        rounds_recorded=round_no,
+        consecutive_failures=failures,
+        objective=objective,
+        limits=view.limits,
+    )
+    start_signals = evidence.signals(run.best_kernel_sha256)
+    start_profile = None
+    if start_signals is not None:
+        start_profile = StartProfile(
+            kernel_sha256=run.best_kernel_sha256,
+            bottleneck=evidence.bottleneck(run.best_kernel_sha256),
+            signals=start_signals,
+        )
+    check = None
+    if submitted.expected_signal is not None:
+        expected = submitted.expected_signal
+        verdict = decide.check_mechanism(
+            expected["metric"],
+            expected["direction"],
+            float(expected.get("min_change", 0.0)),
+            start_signals,
+            evidence.signals(candidate.sha256),
+        )
+        check = MechanismCheck(
+            metric=expected["metric"],
+            direction=expected["direction"],
+            min_change=float(expected.get("min_change", 0.0)),
+            best_value=verdict.best_value,
+            candidate_value=verdict.candidate_value,
+            confirmed=verdict.confirmed,
+        )
+        if verdict.confirmed is False and decision is decide.Decision.KEEP:
+            flags.append("mechanism-refuted")
+    mechanism = decide.mechanism_of(submitted.mechanism, submitted.change)
+    retried = decide.retried_rounds(mechanism, run.needs_diagnosis, evidence.failed_mechanisms)
+    if retried:
+        flags.append("retried-mechanism")
+    if candidate_medians is not None and samples_not_found(evidence.measured.get(round_no)):
+        flags.append(SAMPLES_NOT_FOUND)
+    return RoundDecided(
+        round=round_no,
+        decision=decision.value,
+        evidence=kind,
+        case_ids=[c.case_id for c in view.cases],
+        weights=weights,
+        objective=ObjectiveFields(
+            target_relative_improvement=objective.target_relative_improvement,
+            min_relative_improvement=objective.min_relative_improvement,
+            noise_floor=objective.noise_floor,
+            max_case_regression=objective.max_case_regression,
+        ),
+        limits=LimitFields(
+            max_rounds=view.limits.max_rounds,
+            max_consecutive_failures=view.limits.max_consecutive_failures,
+        ),
+        best_before=best_before,
+        candidate_sha256=candidate.sha256,
+        candidate_medians_us=candidate_medians,
+        relative_improvement=improvement,
+        worst_case_regression=regression,
+        statistics=statistics,
+        best_after=best_after,
+        consecutive_failures=progress.consecutive_failures,
+        cumulative_improvement=progress.cumulative_improvement,
+        target_met=progress.target_met,
+        needs_diagnosis=progress.needs_diagnosis,
+        remaining_rounds=progress.remaining_rounds,
+        mechanism=mechanism,
+        mechanism_check=check,
+        start_profile=start_profile,
+        retried_rounds=retried,
+        flags=flags,
+    )
+
+
+SAMPLES_NOT_FOUND = "samples-file-not-found"
+"""The flag of a round whose measurements named a raw-samples file that did not exist."""
+
+
+def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
+    """The cases whose measurement named a samples file (`source`) that was not there."""
+    if measured is None:
+        return []
+    return [m.case_id for m in measured.measurements if m.source_not_found is not None]
+
+
+def conclusion_event(view: RunView) -> RunConcluded:
+    """The pure part of `analyze`: how the run concludes, from its state."""
+    run = view.run
+    progress = decide.Progress(
+        rounds_recorded=run.rounds_recorded,
+        consecutive_failures=run.consecutive_failures,
+        cumulative_improvement=run.cumulative_improvement,
+        target_met=run.target_met,
+        needs_diagnosis=run.needs_diagnosis,
+        remaining_rounds=run.remaining_rounds,
+    )
+    return RunConcluded(
+        conclusion=decide.conclude(progress).value,
+        target_met=run.target_met,
+        needs_diagnosis=run.needs_diagnosis,
+        cumulative_improvement=run.cumulative_improvement,
+        round_count=run.rounds_recorded,
+        kept_rounds=[r.round for r in view.rounds if r.decision == "KEEP"],
+        best_kernel=BestKernel(
+            sha256=run.best_kernel_sha256,
+            path=run.best_kernel_path,
+            round=run.best_round,
+            medians_us=[float(c.best_median_us) for c in view.cases],  # type: ignore[arg-type]
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class AttributionSettings:
+    target: Any
+    thresholds: Any
+    floors: Any
+
+
+def attribution_settings(plan: RunPlanned) -> AttributionSettings:
+    """Target capabilities, thresholds and floors for bottleneck attribution, from the run's
+    configuration: optional `target` keys vector_cores, cube_cores, ub_bytes, sm_count,
+    peak_bandwidth_gbps, peak_tflops, and
+    optional sections `bottleneck_thresholds` and `floors`."""
+    return settings_from(plan.target, plan.config_document)
+
+
+def settings_from(target: dict[str, Any], doc: dict[str, Any]) -> AttributionSettings:
+    from ledger.core.bottleneck import Floors, TargetCaps, Thresholds
+
+    keys = (
+        "vector_cores",
+        "cube_cores",
+        "ub_bytes",
+        "sm_count",
+        "peak_bandwidth_gbps",
+        "peak_tflops",
+    )
+    caps = {k: target[k] for k in keys if k in target}
+    return AttributionSettings(
+        target=_build(TargetCaps, caps, "target"),
+        thresholds=_build(
+            Thresholds, doc.get("bottleneck_thresholds") or {}, "bottleneck_thresholds"
+        ),
+        floors=_build(Floors, doc.get("floors") or {}, "floors"),
+    )
+
+
+def _build(cls: Any, values: Any, where: str) -> Any:
+    if not isinstance(values, dict):
+        raise InputError(f"{where} must be an object")
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise InputError(
+            f"{where}.{unknown[0]} is not a known setting ({', '.join(sorted(known))})"
+        )
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def profile_event(
+    settings: AttributionSettings,
+    *,
+    subject: str,
+    round_no: int | None,
+    kernel_sha256: str,
+    origin: str,
+    fmt: str,
+    signals: dict[str, float],
+    attributes: dict[str, str] | None = None,
+    files: list[FileRef] | None = None,
+    aggregation: str = "",
+    kernel_name: str | None = None,
+    notes: list[str] | None = None,
+    shapes: list[tuple[str, int, float, dict[str, float]]] | None = None,
+) -> ProfileRecorded:
+    """A profile event with its bottleneck attribution (pure). The attribution records the
+    rules version, the core type it routed on, every note the reader made, and, where the
+    kernel ran with several shapes, each shape's own attribution (shape, launches, total
+    time, class, first evidence line)."""
+    from ledger.core.bottleneck import RULES_VERSION, classify
+
+    def attribute(values: dict[str, float]) -> Any:
+        return classify(values, settings.target, settings.thresholds, settings.floors, attributes)
+
+    attribution = attribute(signals)
+    extra: dict[str, Any] = {"rules": RULES_VERSION, "core": attribution.core}
+    if notes:
+        extra["notes"] = list(notes)
+    if shapes:
+        extra["shapes"] = [
+            {
+                "shape": shape,
+                "launches": launches,
+                "total_us": total_us,
+                "bottleneck": (each := attribute(values)).bottleneck,
+                "evidence": each.evidence[0] if each.evidence else "",
+            }
+            for shape, launches, total_us, values in shapes
+        ]
+    return ProfileRecorded(
+        subject=subject,
+        round=round_no,
+        kernel_sha256=kernel_sha256,
+        origin=origin,
+        format=fmt,
+        kernel_name=kernel_name,
+        signals=signals,
+        attributes=attributes or {},
+        files=files or [],
+        aggregation=aggregation,
+        attribution={
+            "bottleneck": str(attribution.bottleneck),
+            "evidence": list(attribution.evidence),
+            "first_experiment": attribution.first_experiment,
+            "headroom": attribution.headroom,
+            "flags": list(attribution.flags),
+            **extra,
+        },
+    )

@@ -1,0 +1,355 @@
+"""The events: small, frozen, past tense. Every fact the ledger knows is one of these.
+
+Each class names its `event_type` and `schema_version`; `EVENT_TYPES` is the registry used
+to read stored payloads back. Reading an unknown type fails loudly. `docs/events.md`
+documents every field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+from ledger.integrity.hashing import canonical
+
+# Every model refuses NaN and Infinity where a number is typed: JSON has no such numbers, and
+# a payload must not become something else (null) on its way to canonical bytes.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class Event(BaseModel):
+    model_config = _CONFIG
+
+    event_type: ClassVar[str]
+    schema_version: ClassVar[int] = 1
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=False)
+
+    def canonical_payload(self) -> bytes:
+        # JSON-mode dumps write every key as a str: the key check can be skipped
+        return canonical(self.payload(), string_keys=True)
+
+
+class _OmitsUnset(BaseModel):
+    """A model whose `OMITTED` fields are left out of its payload while they are None, so
+    a value recorded before those fields existed serializes exactly as it did."""
+
+    OMITTED: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in self.OMITTED:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+class FileRef(_OmitsUnset):
+    """A file the ledger was given: where it was, and what it held.
+
+    `path` is absolute. `written_path` is the path as the input file wrote it, present only
+    when that differs from `path` (a relative path, resolved against the working directory or
+    a manifest's folder). `resolved_path` is where `path` led once symlinks were followed;
+    it is present only when that differs from `path`. So a FileRef of an absolute path
+    without symlinks, and every event recorded before these fields existed, serializes
+    exactly as `{path, sha256, size}`."""
+
+    model_config = _CONFIG
+    OMITTED: ClassVar[tuple[str, ...]] = ("resolved_path", "written_path")
+    path: str
+    sha256: str
+    size: int
+    resolved_path: str | None = None
+    written_path: str | None = None
+
+
+class CaseWeight(BaseModel):
+    model_config = _CONFIG
+    id: str
+    weight: float
+
+
+class ObjectiveFields(BaseModel):
+    model_config = _CONFIG
+    target_relative_improvement: float
+    min_relative_improvement: float
+    noise_floor: float
+    max_case_regression: float
+
+
+class LimitFields(BaseModel):
+    model_config = _CONFIG
+    max_rounds: int
+    max_consecutive_failures: int
+
+
+class NamedPath(_OmitsUnset):
+    """A file an input named that was not there: its absolute path and, when that differs,
+    the path as written."""
+
+    model_config = _CONFIG
+    OMITTED: ClassVar[tuple[str, ...]] = ("written_path",)
+    path: str
+    written_path: str | None = None
+
+
+class Measurement(_OmitsUnset):
+    """One case's timing as recorded. `samples_us` are kept whole when given.
+
+    `source_not_found` is the raw-samples file the row named (`source`) that did not exist:
+    the JSON-file controller never reads that file, so the row's median and repeats stand
+    on their own. It is present only then, so every other measurement serializes as it did
+    before the field existed."""
+
+    model_config = _CONFIG
+    OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found",)
+    case_id: str
+    median_us: float
+    repeats: int
+    samples_us: list[float] | None = None
+    source: FileRef | None = None
+    extra: dict[str, Any] = {}
+    source_not_found: NamedPath | None = None
+
+
+class RunPlanned(Event):
+    """A run was validated and locked: its kernel, cases, objective and limits."""
+
+    event_type: ClassVar[str] = "RunPlanned"
+    run_id: str
+    parent_run_id: str | None
+    op_name: str
+    target: dict[str, Any]
+    kernel: FileRef
+    cases: list[CaseWeight]
+    objective: ObjectiveFields
+    limits: LimitFields
+    statistics: dict[str, Any] | None = None
+    measurement_policy: dict[str, Any] | None = None
+    config: FileRef
+    config_document: dict[str, Any]
+    # what plan warned about (a likely typo in a key, an objective that reads like a
+    # percentage); present only when there was a warning, so runs planned before the field
+    # existed serialize exactly as they did
+    warnings: list[str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_warnings(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("warnings") is None:
+            data.pop("warnings", None)
+        return data
+
+
+class ValidationLinked(Event):
+    """A correctness manifest (and its case matrix) vouched for a kernel."""
+
+    event_type: ClassVar[str] = "ValidationLinked"
+    round: int
+    kernel_sha256: str
+    manifest: FileRef
+    manifest_run_id: str
+    manifest_parent_run_id: str | None
+    status: str
+    case_matrix: FileRef | None
+    case_ids: list[str]
+
+
+class MeasurementsRecorded(Event):
+    """Timings of one kernel on every planned case (round 0 is the baseline)."""
+
+    event_type: ClassVar[str] = "MeasurementsRecorded"
+    round: int
+    role: Literal["baseline", "candidate"]
+    kernel_sha256: str
+    measurements: list[Measurement]
+
+
+class RoundSubmitted(Event):
+    """A round's hypothesis, change and candidate kernel, as the round result stated them."""
+
+    event_type: ClassVar[str] = "RoundSubmitted"
+    round: int
+    parent_kernel_sha256: str
+    candidate: FileRef
+    hypothesis: str
+    change: str
+    mechanism: str | None = None
+    profiler_signals: dict[str, float] | None = None
+    expected_signal: dict[str, Any] | None = None
+    result: FileRef
+    result_document: dict[str, Any]
+
+
+class BestKernel(BaseModel):
+    model_config = _CONFIG
+    sha256: str
+    path: str
+    round: int
+    medians_us: list[float]
+
+
+class MechanismCheck(BaseModel):
+    """Did the profiler signal the round named move the way it said, by enough?"""
+
+    model_config = _CONFIG
+    metric: str
+    direction: Literal["increase", "decrease"]
+    min_change: float
+    best_value: float | None
+    candidate_value: float | None
+    confirmed: bool | None
+
+
+class StartProfile(BaseModel):
+    """The best kernel's latest profile when the round was decided."""
+
+    model_config = _CONFIG
+    kernel_sha256: str
+    bottleneck: str | None
+    signals: dict[str, float]
+
+
+class RoundDecided(Event):
+    """The controller's decision, with every input needed to re-derive it."""
+
+    event_type: ClassVar[str] = "RoundDecided"
+    round: int
+    decision: Literal["KEEP", "DISCARD", "NOISE", "FAIL"]
+    evidence: Literal["medians", "samples", "validation"]
+    case_ids: list[str]
+    weights: list[float]
+    objective: ObjectiveFields
+    limits: LimitFields
+    best_before: BestKernel
+    candidate_sha256: str
+    candidate_medians_us: list[float] | None
+    relative_improvement: float | None
+    worst_case_regression: float | None
+    statistics: dict[str, Any] | None = None
+    best_after: BestKernel
+    consecutive_failures: int
+    cumulative_improvement: float
+    target_met: bool
+    needs_diagnosis: bool
+    remaining_rounds: int
+    mechanism: str | None = None
+    mechanism_check: MechanismCheck | None = None
+    start_profile: StartProfile | None = None
+    retried_rounds: list[int] = []
+    flags: list[str] = []
+
+
+class NoiseMeasured(Event):
+    """An A/A remeasure of the current best kernel: session drift comes from these."""
+
+    event_type: ClassVar[str] = "NoiseMeasured"
+    kernel_sha256: str
+    after_round: int
+    measurements: list[Measurement]
+    source: FileRef
+
+
+class DiagnosisRecorded(Event):
+    """A new bottleneck model after repeated failures; the failure count restarts."""
+
+    event_type: ClassVar[str] = "DiagnosisRecorded"
+    bottleneck: str
+    evidence: str
+    after_round: int
+    consecutive_failures_before: int
+
+
+class RunConcluded(Event):
+    """The run ended; it accepts no more rounds."""
+
+    event_type: ClassVar[str] = "RunConcluded"
+    conclusion: Literal["passed", "failed", "inconclusive"]
+    target_met: bool
+    needs_diagnosis: bool
+    cumulative_improvement: float
+    round_count: int
+    kept_rounds: list[int]
+    best_kernel: BestKernel
+
+
+class RunReopened(Event):
+    """A concluded run took another round, as the JSON-file controller allows (its `record`
+    accepts a round after `analyze`). The conclusion stays in the history; the run is active
+    again until it is concluded anew. Appended together with the round that reopens it."""
+
+    event_type: ClassVar[str] = "RunReopened"
+    conclusion: Literal["passed", "failed", "inconclusive"]
+    round: int
+    reason: str
+
+
+class ProfileRecorded(Event):
+    """Profiler output for one kernel of the run, normalized to signals and attributed."""
+
+    event_type: ClassVar[str] = "ProfileRecorded"
+    subject: Literal["baseline", "round", "kernel"]
+    round: int | None
+    kernel_sha256: str
+    origin: Literal["file", "round-result"]
+    format: str
+    kernel_name: str | None = None
+    signals: dict[str, float]
+    attributes: dict[str, str] = {}
+    files: list[FileRef] = []
+    aggregation: str = ""
+    attribution: dict[str, Any] | None = None
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.event_type: cls
+    for cls in (
+        RunPlanned,
+        ValidationLinked,
+        MeasurementsRecorded,
+        RoundSubmitted,
+        RoundDecided,
+        RunConcluded,
+        RunReopened,
+        ProfileRecorded,
+        DiagnosisRecorded,
+        NoiseMeasured,
+    )
+}
+
+
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""Reading older schema versions: (event type, schema version) -> a pure function from a
+payload of that version to the payload of the next. A change to what an event's payload
+means raises its class's `schema_version` and adds the step from the version before here;
+stored events keep their bytes, version and hash (verify checks those as stored) and are
+read as the current model through the chain of steps. No event type has changed its schema
+version yet, so the table is empty; a field added with a default needs no step (payloads
+without the key read with the default; see `verify._as_recorded`)."""
+
+
+class UnknownEventType(ValueError):
+    pass
+
+
+def load_event(event_type: str, schema_version: int, payload: dict[str, Any]) -> Event:
+    """Rebuild an event object from its stored type, version and payload, upcasting a payload
+    of an older schema version through `UPCASTERS`."""
+    cls = EVENT_TYPES.get(event_type)
+    if cls is None or schema_version > cls.schema_version:
+        raise UnknownEventType(f"unknown event type {event_type!r} version {schema_version}")
+    version = schema_version
+    while version < cls.schema_version:
+        step = UPCASTERS.get((event_type, version))
+        if step is None:
+            raise UnknownEventType(
+                f"unknown event type {event_type!r} version {schema_version}: no upcast from "
+                f"version {version}"
+            )
+        payload = step(payload)
+        version += 1
+    return cls.model_validate(payload)

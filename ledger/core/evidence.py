@@ -1,0 +1,126 @@
+"""What a decision needs beyond the run's projection row, folded from the run's events:
+the latest profile of each kernel, the timings of every round, and the mechanisms of the
+failed rounds since the last diagnosis. Pure: no I/O, no clock.
+
+There is one reducer, `RunEvidence.apply`, and two reads that use it: the verifier folds
+every event of a run; `record` folds only the events a decision reads, found through the
+events-by-type index (`LedgerService.decision_evidence`), and cuts the result to the
+decision's `DecisionScope` with `RunEvidence.within`. The full fold cut the same way is
+field for field what `record` reads, and a decision on either is the same decision
+(tests/integration/test_evidence_reads.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ledger.core.events import (
+    DiagnosisRecorded,
+    Event,
+    Measurement,
+    MeasurementsRecorded,
+    NoiseMeasured,
+    ProfileRecorded,
+    RoundDecided,
+    RunPlanned,
+)
+
+if TYPE_CHECKING:
+    from ledger.core.projections import RunView
+
+Samples = list[list[float] | None]
+
+EVIDENCE_EVENT_TYPES = (
+    "RunPlanned",
+    "ProfileRecorded",
+    "MeasurementsRecorded",
+    "NoiseMeasured",
+    "RoundDecided",
+    "DiagnosisRecorded",
+)
+"""The event types `RunEvidence.apply` reads; the others leave it unchanged."""
+
+
+def _samples(measurements: list[Measurement]) -> Samples:
+    return [list(m.samples_us) if m.samples_us else None for m in measurements]
+
+
+@dataclass
+class RunEvidence:
+    profiles: dict[str, ProfileRecorded] = field(default_factory=dict)
+    measured: dict[int, MeasurementsRecorded] = field(default_factory=dict)
+    failed_mechanisms: dict[str, list[int]] = field(default_factory=dict)
+    statistics: dict | None = None
+    latest: dict[str, Samples] = field(default_factory=dict)
+    noise_pairs: list[tuple[Samples, Samples]] = field(default_factory=list)
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, RunPlanned):
+            self.statistics = event.statistics
+        elif isinstance(event, NoiseMeasured):
+            now = _samples(event.measurements)
+            before = self.latest.get(event.kernel_sha256)
+            if before is not None:
+                self.noise_pairs.append((before, now))
+            self.latest[event.kernel_sha256] = now
+        elif isinstance(event, ProfileRecorded):
+            self.profiles[event.kernel_sha256] = event
+        elif isinstance(event, MeasurementsRecorded):
+            self.measured[event.round] = event
+            self.latest[event.kernel_sha256] = _samples(event.measurements)
+        elif isinstance(event, RoundDecided):
+            # a round that was not kept counts against the mechanism it changed
+            if event.decision != "KEEP" and event.mechanism is not None:
+                self.failed_mechanisms.setdefault(event.mechanism, []).append(event.round)
+        elif isinstance(event, DiagnosisRecorded):
+            self.failed_mechanisms = {}
+
+    def within(self, scope: DecisionScope) -> RunEvidence:
+        """This evidence cut to what a decision in `scope` reads: the profiles of its
+        kernels, the measurements of its best round, the failed mechanisms only while the
+        run needs a diagnosis, no latest samples per kernel (only a remeasure reads them);
+        every other field whole."""
+        return replace(
+            self,
+            profiles={k: p for k, p in self.profiles.items() if k in scope.kernels},
+            measured={r: m for r, m in self.measured.items() if r == scope.best_round},
+            failed_mechanisms=(
+                {m: list(r) for m, r in self.failed_mechanisms.items()} if scope.failures else {}
+            ),
+            latest={},
+            noise_pairs=list(self.noise_pairs),
+        )
+
+    def signals(self, kernel_sha256: str) -> dict[str, float] | None:
+        profile = self.profiles.get(kernel_sha256)
+        return dict(profile.signals) if profile else None
+
+    def bottleneck(self, kernel_sha256: str) -> str | None:
+        profile = self.profiles.get(kernel_sha256)
+        if profile is None or profile.attribution is None:
+            return None
+        return profile.attribution.get("bottleneck")
+
+    def samples(self, round_no: int) -> Samples | None:
+        """Per-case raw samples measured in a round (0: baseline); None for a case without."""
+        measured = self.measured.get(round_no)
+        return _samples(measured.measurements) if measured is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionScope:
+    """What of a run's evidence the decision on its next round reads (`decide_round`): the
+    samples of the best round, the latest profile of a few kernels (the best and the
+    candidate), the failed mechanisms since the last diagnosis only while the run needs a
+    diagnosis, and the plan's statistics and every A/A pair whole."""
+
+    best_round: int
+    kernels: frozenset[str]
+    failures: bool
+
+    @classmethod
+    def of(cls, view: RunView, kernels: Iterable[str]) -> DecisionScope:
+        """The scope of a decision on the run in state `view` about these kernels."""
+        run = view.run
+        return cls(run.best_round, frozenset(kernels), run.needs_diagnosis)

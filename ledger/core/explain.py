@@ -1,0 +1,365 @@
+"""Why a round got its decision, in words: one sentence from the stored decision event.
+
+    explain(decided, failed_cases=...) -> Explanation   the rule that fired, with its numbers
+    noise_summary(events)              -> NoiseSummary  A/A pairs, drift and thresholds
+    GLOSSARY                                             every flag the ledger writes
+
+Pure: no I/O, no clock. The sentence is read from what `RoundDecided` stored (the contract's
+I and R, the objective in force, the bootstrap's bounds and the drift it used); nothing is
+decided again, so the words can never disagree with the recorded decision. The report, the
+web view, `show`, `history` and `analyze`'s report.md all call `explain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.core.bottleneck import FLOOR_ABOVE_MEASURED, MIXED, TARGET_EXCEEDS_HEADROOM, Bottleneck
+from ledger.core.controller import SAMPLES_NOT_FOUND
+from ledger.core.decide import weighted_improvement
+from ledger.core.events import (
+    Event,
+    Measurement,
+    MeasurementsRecorded,
+    NoiseMeasured,
+    RoundDecided,
+    RunPlanned,
+)
+from ledger.core.projections import REOPENED_FLAG
+from ledger.core.stats import FLAG_DRIFT_UNESTIMATED
+
+# Every flag the ledger writes: on a decision (RoundDecided.flags, the rounds table), on a
+# drift estimate (statistics.drift_flags) and on a profile's attribution (attribution.flags).
+GLOSSARY: dict[str, str] = {
+    FLAG_DRIFT_UNESTIMATED: (
+        "Fewer than two A/A remeasure pairs of one kernel were recorded, so session-to-session "
+        "drift could not be estimated; the bootstrap used only within-session noise (drift 0). "
+        "Record `kernel-ledger noise` remeasures of the best kernel to estimate it."
+    ),
+    "remeasure-advised": (
+        "The round was kept, but its improvement I is within twice the larger of the noise "
+        "floor and the bootstrap spread of I: a remeasure may turn it into NOISE."
+    ),
+    "mechanism-refuted": (
+        "The round was kept, but the profiler signal it said it would move did not move in the "
+        "stated direction by the stated amount: the speed-up has another cause than the one "
+        "claimed."
+    ),
+    "retried-mechanism": (
+        "While the run needed diagnosis, the round changed the same mechanism as earlier "
+        "rounds that were not kept (listed in retried_rounds)."
+    ),
+    SAMPLES_NOT_FOUND: (
+        "A measurement named a raw-samples file that was not found when the round was "
+        "recorded; its median stands as given, and no samples of that case were stored."
+    ),
+    REOPENED_FLAG: (
+        "History: the round was recorded after its run had concluded once (RunReopened), "
+        "on the caller's stated reason."
+    ),
+    MIXED: (
+        "Profile: two pipe families' shares of the kernel's time were within the mixed margin "
+        "of each other; the runner-up is named as well."
+    ),
+    TARGET_EXCEEDS_HEADROOM: (
+        "Profile: the run's target improvement is larger than the headroom left between the "
+        "measured time and the estimated hardware floor."
+    ),
+    FLOOR_ABOVE_MEASURED: (
+        "Profile: the estimated hardware floor is above the measured time; the floor model's "
+        "peak figures do not fit this target."
+    ),
+}
+for _cls in Bottleneck:
+    if _cls is not Bottleneck.UNKNOWN:
+        GLOSSARY[f"also-{_cls}"] = (
+            f"Profile: the {_cls} rule fired too, after the bottleneck that was chosen; its "
+            "evidence is listed after the main evidence."
+        )
+del _cls
+
+DECISION_MEANINGS: dict[str, str] = {
+    "KEEP": "the candidate became the new best kernel",
+    "DISCARD": "correct, but not good enough, or some case regressed too much",
+    "NOISE": "the change is too small to tell from measurement noise",
+    "FAIL": "the candidate did not pass validation and was never measured",
+}
+
+
+def describe_flag(flag: str) -> str:
+    """The glossary entry of a flag; an unknown flag (a newer ledger) says so."""
+    return GLOSSARY.get(flag, "not described by this version of kernel-ledger")
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    round: int
+    decision: str
+    rule: str  # which rule fired: see RULES
+    sentence: str
+    flags: tuple[str, ...]
+    worst_case: str | None  # the case with the largest regression R, when measured
+
+    @property
+    def text(self) -> str:
+        """The sentence, and the flags the round carries, for plain-text output."""
+        return self.sentence + (f" Flags: {', '.join(self.flags)}." if self.flags else "")
+
+
+RULES = {
+    "validation": "validation failed: FAIL, never measured",
+    "noise-floor": "|I| below the noise floor: NOISE",
+    "min-improvement": "I below the minimum improvement: DISCARD",
+    "case-regression": "worst case R over its limit: DISCARD",
+    "min-improvement+case-regression": "I below the minimum and R over its limit: DISCARD",
+    "keep": "I at or above the minimum and R within its limit: KEEP",
+    "bootstrap-noise-floor": "bootstrap lower bound of I not above the noise floor: NOISE",
+    "bootstrap-case-regression": "bootstrap upper bound of R over its limit: DISCARD",
+}
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:+.2f}%"
+
+
+def _limit(value: float) -> str:
+    return f"{value * 100:.2f}%"
+
+
+def _worst_case(d: RoundDecided) -> str | None:
+    if d.candidate_medians_us is None or not d.case_ids:
+        return None
+    best = d.best_before.medians_us
+    if len(best) != len(d.candidate_medians_us) or len(best) != len(d.case_ids):
+        return None
+    changes = [(c - b) / b for b, c in zip(best, d.candidate_medians_us, strict=True)]
+    return d.case_ids[max(range(len(changes)), key=changes.__getitem__)]
+
+
+def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None) -> Explanation:
+    """One sentence: the rule that fired for this round, with its numbers.
+
+    `failed_cases` names the cases the round's case matrix marks as not passed, where the
+    caller could still read that (hash-checked) file; None when it could not.
+    """
+    d = decided
+    o = d.objective
+    flags = tuple(d.flags)
+    worst = _worst_case(d)
+    if d.decision == "FAIL" or d.relative_improvement is None:
+        if failed_cases:
+            which = "case " if len(failed_cases) == 1 else "cases "
+            what = f"validation failed on {which}{', '.join(failed_cases)}"
+        elif failed_cases is not None:
+            what = (
+                "the validation manifest's status was not passed (its case matrix marks no "
+                "case as failed)"
+            )
+        else:
+            what = "validation did not pass (the case matrix is not at hand to name the case)"
+        sentence = f"FAIL: {what}, so the candidate was never measured."
+        return Explanation(d.round, d.decision, "validation", sentence, flags, None)
+    i, r = d.relative_improvement, d.worst_case_regression
+    assert r is not None
+    where = f" on {worst}" if worst else ""
+    stats = d.statistics or {}
+    contract = stats.get("contract_decision", d.decision)
+    changed_by = stats.get("changed_by")
+    i_text = f"I = {_p(i)}"
+    r_text = f"worst case R = {_p(r)}{where}"
+    if contract == "NOISE":
+        rule = "noise-floor"
+        sentence = (
+            f"NOISE: |I| = {abs(i) * 100:.2f}% is below the noise floor {_limit(o.noise_floor)}, "
+            f"too small to tell from measurement noise ({r_text})."
+        )
+    elif contract == "DISCARD":
+        low = i < o.min_relative_improvement
+        high = r > o.max_case_regression
+        parts = []
+        if low:
+            parts.append(
+                f"{i_text} is below the minimum improvement {_limit(o.min_relative_improvement)}"
+            )
+        if high:
+            parts.append(f"{r_text} is over its limit {_limit(o.max_case_regression)}")
+        if not parts:  # cannot happen for a contract DISCARD; say what was stored
+            parts.append(f"{i_text}, {r_text}")
+        rule = (
+            "min-improvement+case-regression"
+            if low and high
+            else ("min-improvement" if low else "case-regression")
+        )
+        sentence = "DISCARD: " + " and ".join(parts) + "."
+    else:  # the contract kept it
+        base = (
+            f"{i_text} is at least the minimum {_limit(o.min_relative_improvement)} and "
+            f"above the noise floor {_limit(o.noise_floor)}, and {r_text} is within its "
+            f"limit {_limit(o.max_case_regression)}"
+        )
+        lower, upper = stats.get("improvement_lower"), stats.get("regression_upper")
+        boot = _bootstrap_words(stats)
+        if changed_by == "noise_floor":
+            rule = "bootstrap-noise-floor"
+            sentence = (
+                f"NOISE: the medians alone would keep it ({base}), but the bootstrap's "
+                f"{boot['alpha']} lower bound of I, {_p(lower)}, is not above the noise floor "
+                f"{_limit(o.noise_floor)}{boot['drift']}."
+            )
+        elif changed_by == "case_regression":
+            rule = "bootstrap-case-regression"
+            sentence = (
+                f"DISCARD: the medians alone would keep it ({base}), but the bootstrap's "
+                f"{boot['quantile']} upper bound of R, {_p(upper)}, is over the limit "
+                f"{_limit(o.max_case_regression)}{boot['drift']}."
+            )
+        else:
+            rule = "keep"
+            sentence = f"KEEP: {base}"
+            if lower is not None:
+                sentence += (
+                    f"; the bootstrap's {boot['alpha']} lower bound of I, {_p(lower)}, clears "
+                    f"the noise floor and its {boot['quantile']} upper bound of R, "
+                    f"{_p(upper)}, stays within the limit{boot['drift']}"
+                )
+            elif d.evidence == "medians":
+                sentence += " (medians only: no raw samples to test it against noise)"
+            sentence += "; the candidate became the best kernel."
+    return Explanation(d.round, d.decision, rule, sentence, flags, worst)
+
+
+def _bootstrap_words(stats: dict[str, Any]) -> dict[str, str]:
+    alpha = stats.get("alpha")
+    quantile = stats.get("regression_quantile")
+    sigma = stats.get("drift_sigma")
+    pairs = stats.get("drift_pairs")
+    if stats.get("drift_estimated"):
+        drift = f" (drift sigma {sigma * 100:.2f}% from {pairs} A/A pair(s) widened it)"
+    elif stats:
+        drift = " (drift unestimated: no A/A pairs to widen it)"
+    else:
+        drift = ""
+    return {
+        "alpha": f"{alpha * 100:g}%" if isinstance(alpha, int | float) else "lower",
+        "quantile": f"{quantile * 100:g}%" if isinstance(quantile, int | float) else "upper",
+        "drift": drift,
+    }
+
+
+# --- noise ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NoisePair:
+    """Two measurements of one kernel in two sessions (an A/A pair) and how far apart."""
+
+    kernel_sha256: str
+    first: str  # "round N" or "remeasure after round N"
+    second: str
+    improvement: float | None  # I of the second over the first, from the medians
+    cases: int
+    samples: bool  # raw samples on both sides
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseSummary:
+    noise_floor: float | None
+    min_relative_improvement: float | None
+    max_case_regression: float | None
+    statistics: dict[str, Any] | None  # the run's recorded statistics settings
+    pairs: tuple[NoisePair, ...]
+    drift: tuple[
+        tuple[int, float | None, bool, int | None], ...
+    ]  # (round, sigma, estimated, pairs)
+    sentence: str
+
+
+def noise_summary(events: Iterable[Event]) -> NoiseSummary:
+    """The run's A/A pairs, the drift each decision used, and the thresholds in force."""
+    plan: RunPlanned | None = None
+    latest: dict[str, tuple[str, list[Measurement]]] = {}
+    pairs: list[NoisePair] = []
+    drift: list[tuple[int, float | None, bool, int | None]] = []
+    weights: list[float] | None = None
+    for event in events:
+        if isinstance(event, RunPlanned):
+            plan = event
+            weights = [c.weight for c in event.cases]
+        elif isinstance(event, MeasurementsRecorded):
+            label = "original" if event.round == 0 else f"round {event.round}"
+            latest[event.kernel_sha256] = (label, list(event.measurements))
+        elif isinstance(event, NoiseMeasured):
+            label = f"remeasure after round {event.after_round}"
+            before = latest.get(event.kernel_sha256)
+            if before is not None:
+                pairs.append(
+                    _pair(event.kernel_sha256, before, (label, event.measurements), weights)
+                )
+            latest[event.kernel_sha256] = (label, list(event.measurements))
+        elif isinstance(event, RoundDecided) and event.statistics:
+            s = event.statistics
+            drift.append(
+                (
+                    event.round,
+                    s.get("drift_sigma"),
+                    bool(s.get("drift_estimated")),
+                    s.get("drift_pairs"),
+                )
+            )
+    objective = plan.objective if plan else None
+    floor = objective.noise_floor if objective else None
+    if pairs:
+        spread = [abs(p.improvement) for p in pairs if p.improvement is not None]
+        worst = max(spread) if spread else None
+        sentence = (
+            f"{len(pairs)} A/A pair(s): the same kernel measured twice differed by up to "
+            f"{_limit(worst) if worst is not None else '—'} in I"
+        )
+        if floor is not None and worst is not None:
+            sentence += (
+                f", {'within' if worst < floor else 'beyond'} the noise floor {_limit(floor)}"
+            )
+        sentence += "."
+    else:
+        sentence = (
+            "No A/A remeasures were recorded: drift between sessions is not estimated, and "
+            "only the noise within each session's samples is accounted for."
+        )
+    if floor is not None:
+        sentence += f" Decisions treat |I| below {_limit(floor)} as noise."
+    return NoiseSummary(
+        noise_floor=floor,
+        min_relative_improvement=objective.min_relative_improvement if objective else None,
+        max_case_regression=objective.max_case_regression if objective else None,
+        statistics=dict(plan.statistics) if plan and plan.statistics else None,
+        pairs=tuple(pairs),
+        drift=tuple(drift),
+        sentence=sentence,
+    )
+
+
+def _pair(
+    kernel: str,
+    first: tuple[str, Sequence[Measurement]],
+    second: tuple[str, Sequence[Measurement]],
+    weights: list[float] | None,
+) -> NoisePair:
+    a, b = list(first[1]), list(second[1])
+    improvement = None
+    if weights and len(a) == len(b) == len(weights):
+        try:
+            improvement = weighted_improvement(
+                weights, [m.median_us for m in a], [m.median_us for m in b]
+            )
+        except (ValueError, ZeroDivisionError):
+            improvement = None
+    return NoisePair(
+        kernel_sha256=kernel,
+        first=first[0],
+        second=second[0],
+        improvement=improvement,
+        cases=len(b),
+        samples=all(m.samples_us for m in (*a, *b)),
+    )

@@ -1,0 +1,2 @@
+"""What users hand in, read strictly: JSON input models, raw timing samples, profiler output
+and the JSON-file controller's run folders. Every rejection is one `InputError` line."""

@@ -1,0 +1,540 @@
+"""The audit layer over the replay verifier: checkpoints, pinned and stored, and the
+evidence files the events name.
+
+    checkpoint     verify the whole ledger, then print and store a C2SP checkpoint note
+                   (origin "kernel-ledger/<ledger id>", size, base64 RFC 6962 root)
+    verify         `verify.verify_ledger` plus, in the same pass, the Merkle tree of
+                   the event hashes: every stored checkpoint and a pinned one must still hold
+    --artifacts    files named by the events still hash to their recorded digests; reported
+                   apart from the ledger's own checks
+
+A checkpoint pinned outside the database (a pull request, a git tag, CI configuration)
+is what makes a rewrite of the database detectable: the per-event checks cannot tell a
+consistent rewrite (every later hash recomputed) from the real history.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger import files
+from ledger.errors import CheckFailed, InputError
+from ledger.inputs.jsonio import display, read_bytes
+from ledger.integrity import checkpoint as notes
+from ledger.integrity import merkle
+from ledger.integrity.verify import Failure, Report, verify_ledger
+from ledger.store import audit_store
+from ledger.store.eventstore import Store, StoredEvent
+
+ORIGIN_PREFIX = "kernel-ledger/"
+MAX_NOTE_BYTES = 64 * 1024
+# Payload keys that hold a user's document verbatim: what looks like a file reference
+# inside them is the user's text, not a file the ledger hashed.
+VERBATIM_KEYS = frozenset({"config_document", "result_document"})
+
+
+def origin_for(ledger_id: str) -> str:
+    """The checkpoint origin line of a ledger.
+
+    >>> origin_for("2f1c")
+    'kernel-ledger/2f1c'
+    """
+    return ORIGIN_PREFIX + ledger_id
+
+
+def ledger_origin(store: Store) -> str:
+    with store.transaction() as conn:
+        return origin_for(store.ledger_id(conn))
+
+
+def b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+# --- reading notes and keys from the command line ----------------------------------------
+
+
+def read_note_arg(value: str, flag: str = "--checkpoint") -> str:
+    """A checkpoint note given as a file name or as the note text itself.
+
+    A note pasted through `$(cat note)` loses its final newline; it is put back."""
+    if not value or not value.strip():
+        raise InputError(f"{flag} needs a checkpoint note or a file holding one")
+    text = _file_text(value, flag) if "\n" not in value.strip("\n") else value
+    if text is None:
+        raise InputError(
+            f"{flag} {display(value)} is neither a file nor a checkpoint note (a note has "
+            "three lines: origin, size, root)"
+        )
+    return text if text.endswith("\n") else text + "\n"
+
+
+def read_key_arg(value: str, flag: str) -> str:
+    """A signer or verifier key given as a file name or as the key text itself."""
+    if not value or not value.strip():
+        raise InputError(f"{flag} needs a key or a file holding one")
+    # Every key holds a '+': a value without one names a file, and a missing file is
+    # reported as missing rather than parsed as a malformed key.
+    text = _file_text(value, flag, must_be_file="+" not in value)
+    return (text if text is not None else value).strip()
+
+
+def _file_text(value: str, flag: str, *, must_be_file: bool = False) -> str | None:
+    """The text of the file `value` names; None when it names no file (the value is then
+    the note or key itself), unless `must_be_file`: then what is wrong with the path."""
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:  # ~name of an unknown user
+        if not must_be_file:
+            return None
+        raise InputError(
+            f"{flag} file {display(value)} names a home folder that does not exist"
+        ) from None
+    try:
+        is_file = path.is_file()
+    except OSError:
+        is_file = False
+    if not is_file and not must_be_file:
+        return None
+    data = read_bytes(path, f"{flag} file")  # one line on what is wrong with a path
+    if len(data) > MAX_NOTE_BYTES:
+        raise InputError(f"{flag} file {display(path)} is larger than {MAX_NOTE_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{flag} file {display(path)} is not UTF-8 text") from None
+
+
+def parse_pinned(text: str, flag: str = "--checkpoint") -> notes.Checkpoint:
+    try:
+        cp, _ = notes.parse_note(text)
+    except InputError as exc:
+        raise InputError(f"{flag}: {exc.message}") from None
+    return cp
+
+
+# --- the tree of event hashes ------------------------------------------------------------
+
+
+class TreeWatch:
+    """Feeds verified events into a streaming Merkle tree and keeps the root at each size
+    some checkpoint asks about."""
+
+    def __init__(self, sizes: set[int]) -> None:
+        self.builder = merkle.TreeBuilder()
+        self.wanted = set(sizes)
+        self.roots: dict[int, bytes] = {0: merkle.EMPTY_ROOT} if 0 in sizes else {}
+
+    def observe(self, e: StoredEvent) -> None:
+        self.add(e.event_hash)
+
+    def add(self, event_hash: str) -> None:
+        self.builder.append(bytes.fromhex(event_hash))
+        if self.builder.size in self.wanted:
+            self.roots[self.builder.size] = self.builder.root()
+
+
+@dataclass
+class CheckpointResult:
+    """One checkpoint held against the ledger: a pinned one or one stored in it."""
+
+    source: str  # "pinned" or "stored #<id>"
+    origin: str
+    size: int
+    root: str  # base64
+    status: str = "not run"  # ok, failed, not run
+    reason: str | None = None
+    signature: str = "not checked"  # ok, failed, not checked
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "origin": self.origin,
+            "size": self.size,
+            "root": self.root,
+            "status": self.status,
+            "reason": self.reason,
+            "signature": self.signature,
+        }
+
+
+def hold(result: CheckpointResult, cp: notes.Checkpoint, origin: str, watch: TreeWatch) -> None:
+    """Judge one checkpoint against the roots the tree watch recorded (total: its size)."""
+    total = watch.builder.size
+    if cp.origin != origin:
+        result.status = "failed"
+        result.reason = f"the checkpoint is for the log {cp.origin!r}, not this ledger ({origin!r})"
+    elif cp.size in watch.roots:
+        found = watch.roots[cp.size]
+        if found == cp.root:
+            result.status, result.reason = "ok", None
+        else:
+            result.status = "failed"
+            result.reason = (
+                f"the first {cp.size} events have the root {b64(found)}, but the checkpoint "
+                f"pins {b64(cp.root)}: history at or before event {cp.size} was rewritten"
+            )
+    else:
+        result.status = "failed"
+        result.reason = (
+            f"the ledger holds {total} events, fewer than the {cp.size} the checkpoint pins: "
+            "events were removed (or the checkpoint is from another copy of this ledger)"
+        )
+
+
+# --- artifacts: the files the events name ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileMention:
+    path: str
+    sha256: str
+    seq: int
+    stream_id: str
+    event_type: str
+    field: str
+
+
+def file_mentions(e: StoredEvent) -> Iterator[FileMention]:
+    """Every file reference ({path, sha256, size}) in an event's payload, outside the
+    verbatim user documents."""
+    stack: list[tuple[Any, str]] = [(e.payload_value(), "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            if _is_file_ref(value):
+                yield FileMention(
+                    value["path"], value["sha256"], e.seq, e.stream_id, e.event_type, where
+                )
+                continue
+            for key, item in value.items():
+                if key in VERBATIM_KEYS and not where:
+                    continue
+                stack.append((item, f"{where}.{key}" if where else key))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+
+
+_FILE_REF_KEYS = {"path", "sha256", "size"}
+_FILE_REF_OPTIONAL = {"resolved_path", "written_path"}  # symlink target; path as written
+
+
+def _is_file_ref(value: dict[str, Any]) -> bool:
+    return (
+        _FILE_REF_KEYS <= value.keys() <= _FILE_REF_KEYS | _FILE_REF_OPTIONAL
+        and isinstance(value["path"], str)
+        and isinstance(value["sha256"], str)
+        and len(value["sha256"]) == 64
+    )
+
+
+@dataclass
+class ArtifactReport:
+    checked: int = 0
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.changed and not self.missing
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.ok else "failed",
+            "checked": self.checked,
+            "changed": self.changed,
+            "missing": self.missing,
+        }
+
+    def sentences(self) -> list[str]:
+        out = []
+        for item in self.changed:
+            out.append(
+                f"{item['path']} ({item['field']} of {item['event_type']} at seq {item['seq']}) "
+                f"changed since it was recorded: sha256 {item['found_sha256'][:12]}… is not the "
+                f"recorded {item['sha256'][:12]}…" + _restorable(item)
+            )
+        for item in self.missing:
+            out.append(
+                f"{item['path']} ({item['field']} of {item['event_type']} at seq {item['seq']}) "
+                f"{item['problem']}" + _restorable(item)
+            )
+        return out
+
+
+def _restorable(item: dict[str, Any]) -> str:
+    if not item.get("stored_in_ledger"):
+        return ""
+    return "; its content is stored in the ledger (kernel-ledger checkout)"
+
+
+def check_artifacts(store: Store, run_id: str | None = None) -> ArtifactReport:
+    """Hash every file the events (of one run, or all) name, once per (path, sha256)."""
+    report = ArtifactReport()
+    seen: set[tuple[str, str]] = set()
+    with store.transaction() as conn:
+        for e in store.iter_events(conn, stream_id=run_id):
+            try:
+                mentions = list(file_mentions(e))
+            except ValueError:
+                continue  # an unreadable payload is the verifier's finding, not this one's
+            for mention in mentions:
+                key = (mention.path, mention.sha256)
+                if key in seen:
+                    continue
+                seen.add(key)
+                report.checked += 1
+                problem, found = _file_state(Path(mention.path), mention.sha256)
+                if problem is None:
+                    continue
+                item = {
+                    "path": mention.path,
+                    "sha256": mention.sha256,
+                    "seq": mention.seq,
+                    "stream_id": mention.stream_id,
+                    "event_type": mention.event_type,
+                    "field": mention.field,
+                    "stored_in_ledger": store.get_blob(conn, mention.sha256) is not None,
+                }
+                if found is not None:
+                    report.changed.append({**item, "found_sha256": found})
+                else:
+                    report.missing.append({**item, "problem": problem})
+    return report
+
+
+def _file_state(path: Path, expected: str) -> tuple[str | None, str | None]:
+    """(problem, found sha256): (None, None) when the file holds what was recorded."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return "no longer exists", None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})", None
+    if not stat.S_ISREG(info.st_mode):
+        return "is no longer a regular file", None
+    try:
+        found = _sha256_file(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})", None
+    return (None, None) if found == expected else ("changed", found)
+
+
+# --- verify ------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditReport:
+    """The verifier's report, with the checkpoint and artifact results beside it."""
+
+    ledger: Report
+    origin: str
+    stored: list[CheckpointResult] = field(default_factory=list)
+    pinned: CheckpointResult | None = None
+    artifacts: ArtifactReport | None = None
+
+    @property
+    def chain_ok(self) -> bool:
+        return self.ledger.ok
+
+    @property
+    def ok(self) -> bool:
+        return self.first_failure is None and (self.artifacts is None or self.artifacts.ok)
+
+    @property
+    def checkpoint_failure(self) -> Failure | None:
+        candidates = [(self.pinned, "checkpoint"), *((s, "checkpoints") for s in self.stored)]
+        for result, check in candidates:
+            if result is not None and result.status == "failed":
+                if check == "checkpoint":
+                    where = "the pinned checkpoint"
+                else:
+                    where = f"stored checkpoint {result.source.removeprefix('stored ')}"
+                return Failure(None, None, None, check, f"{where}: {result.reason}")
+        return None
+
+    @property
+    def first_failure(self) -> Failure | None:
+        return self.ledger.first_failure or self.checkpoint_failure
+
+    def checks(self) -> dict[str, str]:
+        checks = dict(self.ledger.checks)
+        checks["checkpoints"] = _summary([s.status for s in self.stored])
+        if self.pinned is not None:
+            checks["checkpoint"] = self.pinned.status
+        return checks
+
+    def as_dict(self) -> dict[str, Any]:
+        failure = self.first_failure
+        out: dict[str, Any] = {
+            "status": "ok" if self.ok else "failed",
+            "events_checked": self.ledger.events_checked,
+            "runs_checked": self.ledger.runs_checked,
+            "checks": self.checks(),
+            "first_failure": failure.as_dict() if failure else None,
+            "warnings": list(self.ledger.warnings),
+            "origin": self.origin,
+            "checkpoints_checked": len(self.stored),
+        }
+        if self.pinned is not None:
+            out["checkpoint"] = self.pinned.as_dict()
+        if self.artifacts is not None:
+            out["artifacts"] = self.artifacts.as_dict()
+        return out
+
+
+def _summary(statuses: list[str]) -> str:
+    if "failed" in statuses:
+        return "failed"
+    if "not run" in statuses:
+        return "not run"
+    return "ok"
+
+
+def verify(
+    store: Store,
+    run_id: str | None = None,
+    *,
+    pinned_note: str | None = None,
+    verifier_key: str | None = None,
+    artifacts: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> AuditReport:
+    """Every check of `verify_ledger`, every stored checkpoint, the pinned one (if given)
+    and, with `artifacts`, the files the events name.
+
+    For the whole ledger the Merkle tree is fed by the verifier in the same pass, from the
+    events that passed their checks; for one run it is built from the stored event hashes
+    (only that run's content is checked against its hashes)."""
+    pinned_cp = parse_pinned(pinned_note) if pinned_note is not None else None
+    with store.transaction() as conn:
+        origin = origin_for(store.ledger_id(conn))
+        stored = audit_store.list_checkpoints(conn)
+    parsed = [(row, _stored_note(row)) for row in stored]
+    sizes = {cp.size for _, cp in parsed if cp is not None}
+    if pinned_cp is not None:
+        sizes.add(pinned_cp.size)
+    watch = TreeWatch(sizes)
+    if run_id is None:
+        report = verify_ledger(store, on_progress=on_progress, observe=watch.observe)
+        complete = report.ok or report.checks.get("projection") != "not run"
+    else:
+        report = verify_ledger(store, run_id, on_progress=on_progress)
+        with store.transaction() as conn:
+            for _, digest in audit_store.event_hashes(conn):
+                watch.add(digest)
+        complete = True
+    audit = AuditReport(ledger=report, origin=origin)
+    for row, cp in parsed:
+        result = CheckpointResult(
+            f"stored #{row.checkpoint_id}", row.origin, row.tree_size, row.root_hash
+        )
+        if cp is None:
+            result.status = "failed"
+            result.reason = "the stored note does not parse or disagrees with its own row"
+        elif complete or cp.size in watch.roots or cp.origin != origin:
+            hold(result, cp, origin, watch)
+        audit.stored.append(result)
+    if pinned_cp is not None:
+        result = CheckpointResult("pinned", pinned_cp.origin, pinned_cp.size, b64(pinned_cp.root))
+        if complete or pinned_cp.size in watch.roots or pinned_cp.origin != origin:
+            hold(result, pinned_cp, origin, watch)
+        if verifier_key is not None:
+            good = notes.verify_signature(pinned_note or "", verifier_key)
+            result.signature = "ok" if good else "failed"
+            if not good and result.status != "failed":
+                result.status = "failed"
+                result.reason = "the checkpoint carries no valid signature by the given key"
+        audit.pinned = result
+    if artifacts:
+        audit.artifacts = check_artifacts(store, run_id)
+    return audit
+
+
+def _stored_note(row: audit_store.StoredCheckpoint) -> notes.Checkpoint | None:
+    try:
+        cp, _ = notes.parse_note(row.note)
+    except InputError:
+        return None
+    if (cp.origin, cp.size, b64(cp.root)) != (row.origin, row.tree_size, row.root_hash):
+        return None
+    return cp
+
+
+# --- making a checkpoint -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointMade:
+    checkpoint: notes.Checkpoint
+    note: str
+    signed: bool
+    stored: bool
+    checkpoint_id: int
+    verifier_key: str | None
+
+
+def make_checkpoint(
+    store: Store,
+    *,
+    signer_key: str | None = None,
+    clock: Callable[[], str],
+    on_progress: Callable[[int, int], None] | None = None,
+) -> CheckpointMade:
+    """Verify the whole ledger, then store and return its checkpoint note.
+
+    A ledger that does not verify gets no checkpoint: pinning it would vouch for a
+    history already known to be wrong."""
+    verifier = notes.verifier_key_for(signer_key) if signer_key is not None else None
+    with store.transaction() as conn:
+        origin = origin_for(store.ledger_id(conn))
+    watch = TreeWatch(set())
+    report = verify_ledger(store, on_progress=on_progress, observe=watch.observe)
+    if not report.ok:
+        f = report.first_failure
+        assert f is not None
+        where = f"seq {f.seq}" if f.seq is not None else "the ledger"
+        raise CheckFailed(
+            f"the ledger does not verify ({where}: {f.check}: {f.reason}); no checkpoint was made"
+        )
+    cp = notes.Checkpoint(origin, watch.builder.size, watch.builder.root())
+    note = notes.sign(cp, signer_key) if signer_key is not None else notes.format_note(cp)
+    with store.transaction(write=True) as conn:
+        row, new = audit_store.save_checkpoint(
+            conn,
+            origin=origin,
+            tree_size=cp.size,
+            root_hash=b64(cp.root),
+            note=note,
+            signed=signer_key is not None,
+            created_at=clock(),
+        )
+    return CheckpointMade(cp, note, signer_key is not None, new, row.checkpoint_id, verifier)
+
+
+def generate_key(path: Path, name: str, protected: Sequence[Path] = ()) -> str:
+    """Write a new Ed25519 signer key to `path` (readable by its owner only) and return the
+    verifier key that goes with it. An existing file is never overwritten."""
+    signer, verifier = notes.generate_signing_key(name)
+    if os.path.lexists(path):
+        raise InputError(f"{display(path)} exists already; a key file is never overwritten")
+    files.write_output(
+        path, (signer + "\n").encode(), what="--generate-key", protected=protected, mode=0o600
+    )
+    return verifier
+
+
+def _sha256_file(path: Path) -> str:
+    """The hex digest of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,289 @@
+"""Moving a ledger: copy every event, blob and the ledger's identity into an empty ledger.
+
+The events are copied verbatim (same seq, ids, versions, times, payload bytes, parent and
+event hashes), never re-appended, so every hash, every run's chain and the Merkle tree head
+survive the move between SQLite and PostgreSQL in either direction. Each event passes the
+per-event checks of `verify` on the way (`verify.LedgerCheck`: seq, hash, chain, canonical
+payload, payload validates), so a damaged source is refused, not copied; nothing is
+canonicalized or hashed anew. So is every other table
+of recorded facts (blobs, ledger_info with the ledger's id, stored checkpoints, and any
+table a later revision adds), row for row. The projection tables (`PROJECTION_TABLES`) are
+not copied: they are folded again from the copied events, as a rebuild would.
+
+Everything is written in one transaction on the target, which is read back and compared
+with the source before it commits; a copy that fails leaves the target empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
+from typing import Any
+
+from ledger.core import projections
+from ledger.core.events import Event
+from ledger.errors import CheckFailed, InputError, LedgerError
+from ledger.integrity import merkle
+from ledger.integrity.hashing import ZERO_HASH
+from ledger.integrity.verify import LedgerCheck, ReplayStop
+from ledger.store.eventstore import Store, StoredEvent, event_row, parse_url
+from ledger.store.transfer import copy_recorded_facts, held_rows, insert_blobs, sqlite_file
+
+BATCH = 1000
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    ledger_id: str
+    events: int
+    blobs: int
+    runs: int
+    other_rows: dict[str, int]  # rows copied from the other recorded tables
+    tree_size: int
+    tree_root: str  # base64, as in a checkpoint note
+
+
+def open_target(source: Store, url: str) -> Store:
+    """Open the ledger to copy into, creating or migrating an empty database to head.
+
+    A target at an older revision is refused with the upgrade command (nothing is copied
+    into a schema this kernel-ledger does not write)."""
+    parse_url(url, flag="--to")
+    mine = sqlite_file(source.url)
+    if mine is not None and mine == sqlite_file(url):
+        raise InputError(f"--to names the ledger being copied ({mine}); give another ledger")
+    target = Store(url, check_schema=False)
+    try:
+        if target.revision() is None:
+            target.upgrade()
+    finally:
+        target.close()
+    return Store(url)
+
+
+def copy_ledger(
+    source: Store,
+    target: Store,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> CopyResult:
+    """Copy `source` into the empty ledger `target` (see the module docstring)."""
+    with source.transaction() as src, target.transaction(write=True) as dst:
+        _refuse_unless_empty(target, dst)
+        ledger_id = source.ledger_id(src)
+        other_rows = copy_recorded_facts(src, dst, target.shown_url)
+        total = source.event_count(src)
+        tree = merkle.TreeBuilder()
+        digest = hashlib.sha256()
+        folds = _Folds(target, dst)
+        check = LedgerCheck()
+        writer = _Writer(target, dst)
+        page: list[StoredEvent] = []
+        for e in source.iter_events(src, batch=BATCH):
+            event = _checked(check, e)
+            page.append(e)
+            tree.append(bytes.fromhex(e.event_hash))
+            _digest_row(digest, event_row(e))
+            if len(page) == BATCH:
+                writer.write(page)
+                page = []
+                if on_progress is not None:
+                    on_progress(tree.size, total)
+            folds.add(e, event)
+        if page:
+            writer.write(page)
+        blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
+        folds.finish()
+        _check_read_back(target, dst, tree.size, digest.digest(), blob_count, blob_digest)
+    if on_progress is not None:
+        on_progress(tree.size, tree.size)
+    return CopyResult(
+        ledger_id=ledger_id,
+        events=tree.size,
+        blobs=blob_count,
+        runs=folds.runs,
+        other_rows=other_rows,
+        tree_size=tree.size,
+        tree_root=base64.b64encode(tree.root()).decode("ascii"),
+    )
+
+
+class _Writer:
+    """The copied events go through the target store's one writer (`Store.write`), a run of
+    consecutive events of one stream per call, each at the seq after the last one written:
+    the source's own, since its seq is gapless from 1 (`LedgerCheck` checked it, and each
+    event's hash, on the way). The writer checks that each event continues its run's chain;
+    a source that does not is refused and nothing is written."""
+
+    def __init__(self, target: Store, dst: Any) -> None:
+        self.target = target
+        self.dst = dst
+        self.heads: dict[str, tuple[int, str]] = {}
+        self.seq = 0
+
+    def write(self, page: list[StoredEvent]) -> None:
+        for stream_id, events in groupby(page, key=attrgetter("stream_id")):
+            batch = list(events)
+            first = batch[0]
+            if first.seq != self.seq + 1:
+                raise CheckFailed(
+                    f"the source ledger's event seq {first.seq} follows seq {self.seq}: its log "
+                    "has a gap; run verify on it. Nothing was written"
+                )
+            head = self.heads.get(stream_id, (0, ZERO_HASH))
+            try:
+                written = self.target.write(
+                    self.dst, stream_id, head, batch, after_seq=self.seq, hashes_checked=True
+                )
+            except InputError as exc:
+                raise CheckFailed(f"the source ledger's {exc}; run verify on it") from None
+            last = written[-1]
+            self.heads[stream_id] = (last.stream_version, last.event_hash)
+            self.seq = last.seq
+
+
+def _checked(check: LedgerCheck, e: StoredEvent) -> Event:
+    try:
+        return check.check(e)
+    except ReplayStop as stop:
+        f = stop.failure
+        raise CheckFailed(
+            f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) does "
+            f"not verify ({f.check}: {f.reason}); run verify on it. Nothing was written"
+        ) from None
+
+
+def _refuse_unless_empty(target: Store, conn: Any) -> None:
+    """Only ledger_info may hold rows (the new ledger's id, replaced by the source's)."""
+    found = held_rows(conn)
+    if found:
+        held = ", ".join(f"{n} rows in {name}" for name, n in found.items())
+        raise InputError(
+            f"the ledger at {target.shown_url} is not empty ({held}); db copy only writes "
+            "into an empty ledger, and nothing was written"
+        )
+
+
+class _Folds:
+    """The projection rows of the copied runs, each run folded one event at a time as its
+    events are checked (`projections.RunFold`: one working copy per run, no view per
+    event), so no parsed event outlives its fold. A run's rows are written as soon as it
+    concludes and its fold let go, so memory holds the runs still open (an event for a
+    concluded run reads that run's rows back from the target first)."""
+
+    def __init__(self, target: Store, dst: Any) -> None:
+        self.target = target
+        self.dst = dst
+        self.open: dict[str, projections.RunFold] = {}
+        self.written: set[str] = set()
+
+    @property
+    def runs(self) -> int:
+        return len(self.open) + len(self.written)
+
+    def add(self, e: StoredEvent, event: Event) -> None:
+        run_id = e.stream_id
+        fold = self.open.get(run_id)
+        if fold is None:
+            if run_id in self.written:  # an event after the run concluded: its rows so far
+                before = self.target.load_view(self.dst, run_id)
+                fold = projections.RunFold(before)
+                _fold(fold, e, event)
+                assert fold.view is not None
+                self.target.save_view(self.dst, before, fold.view)
+                return
+            fold = self.open[run_id] = projections.RunFold()
+        _fold(fold, e, event)
+        if event.event_type == "RunConcluded":
+            view = fold.view
+            assert view is not None
+            if view.concluded:
+                self.target.save_view(self.dst, None, view)
+                self.written.add(run_id)
+                del self.open[run_id]
+
+    def finish(self) -> None:
+        for fold in self.open.values():
+            assert fold.view is not None
+            self.target.save_view(self.dst, None, fold.view)
+        self.written.update(self.open)
+        self.open.clear()
+
+
+def _fold(fold: projections.RunFold, e: StoredEvent, event: Event) -> None:
+    try:
+        fold.apply(e.stream_version, e.recorded_at, event)
+    except (LedgerError, ValueError) as exc:
+        raise CheckFailed(
+            f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) "
+            f"does not fold into its run ({' '.join(str(exc).split())[:200]}); run verify "
+            "on it. Nothing was written"
+        ) from None
+
+
+def _copy_blobs(rows: Iterable[tuple[str, bytes]], dst: Any) -> tuple[int, bytes]:
+    count = 0
+    digest = hashlib.sha256()
+    page: list[tuple[str, bytes]] = []
+    for sha, content in rows:
+        page.append((sha, content))
+        _digest_fields(digest, (sha, content))
+        count += 1
+        if len(page) == BATCH:
+            insert_blobs(dst, page)
+            page = []
+    insert_blobs(dst, page)
+    return count, digest.digest()
+
+
+def _check_read_back(
+    target: Store,
+    dst: Any,
+    count: int,
+    event_digest: bytes,
+    blob_count: int,
+    blob_digest: bytes,
+) -> None:
+    """Read the copy back inside its own transaction: it must be the source, byte for byte."""
+    digest = hashlib.sha256()
+    seen = 0
+    for page in target.iter_event_pages(dst, batch=BATCH):  # plain rows, no event objects
+        for row in page:
+            row = tuple(row)
+            if type(row[7]) is not bytes:  # a driver's buffer type for the payload
+                row = (*row[:7], bytes(row[7]), *row[8:])
+            _digest_row(digest, row)
+        seen += len(page)
+    copied_blobs, copied_digest = 0, hashlib.sha256()
+    for sha, content in target.iter_blobs(dst):
+        _digest_fields(copied_digest, (sha, content))
+        copied_blobs += 1
+    events_differ = (seen, digest.digest()) != (count, event_digest)
+    blobs_differ = (copied_blobs, copied_digest.digest()) != (blob_count, blob_digest)
+    if events_differ or blobs_differ:
+        raise CheckFailed(
+            f"the copy in {target.shown_url} reads back differently from the source; nothing "
+            "was written"
+        )
+
+
+def _digest_row(digest, row: tuple[object, ...]) -> None:
+    # repr of a tuple of int, str and bytes is unambiguous (strings and bytes are quoted and
+    # escaped), and one C call per row instead of one encoding per field
+    digest.update(repr(row).encode("utf-8"))
+
+
+def _digest_fields(digest, values: Iterable[object]) -> None:
+    """Length-prefixed, typed encoding, so that no two different rows feed the same bytes."""
+    for value in values:
+        if isinstance(value, bytes):
+            tag, data = b"b", value
+        elif isinstance(value, int):
+            tag, data = b"i", str(value).encode()
+        else:
+            tag, data = b"s", str(value).encode("utf-8")
+        digest.update(tag + len(data).to_bytes(8, "big") + data)

@@ -1,0 +1,883 @@
+"""The HTML report of one run: one self-contained page a person reads.
+
+    gather(service, run_id) -> ReportData     reads the ledger (projection, events, verifier)
+    render_html(data)       -> str            pure: the page, charts as inline SVG
+    write_report(service, run_id, path)       gather, render, write atomically
+
+The page needs nothing else: no network, no scripts, no external CSS or fonts; a
+Content-Security-Policy forbids loading anything. Charts are drawn with matplotlib's
+object API (no pyplot, no GUI backend) straight to SVG, with text as paths and fixed
+element ids, so rendering the same ledger twice gives the same bytes. matplotlib comes
+with the optional `report` extra and is imported only here, only when a page is rendered.
+
+Sections: the run's standing; (a) the round timeline (decision markers, cumulative
+improvement against the original, the target line); the rounds table; (b) per-case
+latency distributions of the original, the candidates and the best kernel from the raw
+samples (medians where no samples were recorded); (c) profile signals where profiles
+were recorded; (d) verification: the replay verifier's result for the run, its last event
+hash and the tree head over the whole log (what a checkpoint pins).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger import files
+from ledger.core import decide
+from ledger.core.events import (
+    DiagnosisRecorded,
+    Event,
+    Measurement,
+    MeasurementsRecorded,
+    ProfileRecorded,
+    RoundDecided,
+    RoundSubmitted,
+    RunConcluded,
+    RunPlanned,
+    RunReopened,
+    ValidationLinked,
+)
+from ledger.core.explain import NoiseSummary, explain, noise_summary
+from ledger.core.projections import RunView
+from ledger.errors import InputError
+from ledger.integrity import merkle
+
+DECISION_COLORS = {
+    "KEEP": "#2e7d32",
+    "DISCARD": "#e65100",
+    "NOISE": "#6d6d6d",
+    "FAIL": "#c62828",
+}
+DECISION_MARKERS = {"KEEP": "o", "DISCARD": "s", "NOISE": "D", "FAIL": "X"}
+ORIGINAL_COLOR = "#1565c0"
+TARGET_COLOR = "#6a1b9a"
+OUTLIER_COLOR = "#b71c1c"
+MAX_CASE_PANELS = 24
+MAX_STRIP_POINTS = 150
+MAX_PROFILE_ROWS = 16
+MAX_PROFILE_COLUMNS = 8
+# The page may load nothing at all: no scripts, images, fonts, frames or connections.
+CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'"
+
+_GPU = re.compile(
+    r"\b(nvidia|geforce|quadro|tesla|rtx|gtx|titan|radeon|instinct|amd|gpu|cuda|"
+    r"[ahblv]\d{2,3}[a-z]?|gh\d{3}|gb\d{3}|mi\d{3}[a-z]?|sm_?\d{2,3})\b",
+    re.IGNORECASE,
+)
+_NPU = re.compile(r"ascend|\bnpu\b", re.IGNORECASE)
+_FRACTION_SIGNAL = re.compile(r"(_ratio|_rate|throughput|occupancy|utilization)$")
+
+
+# --- what the report shows ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoundEntry:
+    round: int
+    decision: str | None
+    hypothesis: str
+    change: str
+    mechanism: str | None
+    evidence: str | None
+    relative_improvement: float | None
+    worst_case_regression: float | None
+    cumulative_improvement: float | None
+    vs_original: float | None
+    flags: tuple[str, ...]
+    mechanism_confirmed: bool | None
+    candidate_sha256: str
+    measurements: tuple[Measurement, ...] | None
+    explanation: str = ""
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    label: str
+    subject: str
+    round: int | None
+    kernel_sha256: str
+    origin: str
+    format: str
+    kernel_name: str | None
+    signals: dict[str, float]
+    bottleneck: str | None
+    evidence: tuple[str, ...]
+    first_experiment: str | None
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verification:
+    status: str
+    events_checked: int
+    checks: dict[str, str]
+    first_failure: dict[str, Any] | None
+    last_event_hash: str
+    stream_version: int
+    tree_size: int
+    tree_root: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class ReportData:
+    view: RunView
+    target: dict[str, Any]
+    measurement_policy: dict[str, Any] | None
+    baseline: tuple[Measurement, ...]
+    rounds: tuple[RoundEntry, ...]
+    profiles: tuple[ProfileEntry, ...]
+    diagnoses: tuple[DiagnosisRecorded, ...]
+    conclusion: RunConcluded | None
+    verification: Verification
+    unreadable_events: int
+    noise: NoiseSummary
+
+    @property
+    def run_id(self) -> str:
+        return self.view.run.run_id
+
+    @property
+    def target_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.target.items())
+
+    @property
+    def policy_text(self) -> str:
+        policy = self.measurement_policy
+        return ", ".join(f"{k}={v}" for k, v in policy.items()) if policy else "not stated"
+
+    @property
+    def timing_label(self) -> str:
+        return timing_label(self.target)
+
+    @property
+    def case_rows(self) -> list[CaseRow]:
+        best = {c.case_id: c for c in self.view.cases}
+        rows = []
+        for m in self.baseline:
+            case = best.get(m.case_id)
+            best_us = case.best_median_us if case else None
+            rows.append(
+                CaseRow(
+                    case_id=m.case_id,
+                    weight=case.weight if case else None,
+                    original=m.median_us,
+                    best=best_us,
+                    change=(m.median_us - best_us) / m.median_us if best_us is not None else None,
+                    repeats=m.repeats,
+                )
+            )
+        return rows
+
+    @property
+    def raw_samples(self) -> list[RawSamples]:
+        """Every recorded sample, per case and kernel: the chart's data, on demand."""
+        out = []
+        columns = [("original", self.baseline)] + [
+            (f"round {r.round}", r.measurements) for r in self.rounds if r.measurements
+        ]
+        for m in self.baseline:
+            for label, rows in columns:
+                row = next((x for x in rows or () if x.case_id == m.case_id), None)
+                if row is None or not row.samples_us:
+                    continue
+                values = row.samples_us
+                out.append(
+                    RawSamples(
+                        case_id=m.case_id,
+                        label=label,
+                        n=len(values),
+                        median=row.median_us,
+                        min=min(values),
+                        max=max(values),
+                        text=" ".join(f"{v:.4g}" for v in values),
+                    )
+                )
+        return out
+
+    @property
+    def latency_caption(self) -> str:
+        with_samples = any(m.samples_us for m in self.baseline) or any(
+            m.samples_us for r in self.rounds for m in (r.measurements or ())
+        )
+        if with_samples:
+            how = (
+                "Boxes and dots are the raw per-repeat samples (box: quartiles and median; "
+                "whiskers: 1.5 IQR); a diamond is a median recorded without samples. The axis "
+                "spans every box's whiskers and the medians, and a sample beyond it is an "
+                "outlier, drawn as a triangle at the edge and counted in the panel title."
+            )
+        else:
+            how = "No raw samples were recorded: each diamond is the recorded median."
+        shown = len(self.baseline)
+        note = (
+            f" The first {MAX_CASE_PANELS} of {shown} cases are drawn; the table lists all."
+            if shown > MAX_CASE_PANELS
+            else ""
+        )
+        missing = [m.case_id for m in self.baseline if m.source_not_found is not None]
+        if missing:
+            note += (
+                " The baseline named samples files that were not found (samples-file-not-found: "
+                f"{', '.join(missing)}); its medians stand as recorded."
+            )
+        return (
+            f"{self.timing_label}, drawn relative to the original kernel's median of each case "
+            "(0% = the original; below 0 is faster). orig is the original kernel, rN round "
+            f"N's candidate (FAIL rounds are never measured); the best kernel (round "
+            f"{self.view.run.best_round}) is outlined in black. {how}{note}"
+        )
+
+    @property
+    def profile_caption(self) -> str:
+        caption = (
+            "Throughputs, occupancies and pipe ratios of each recorded profile, as "
+            "fractions (1 = 100%); rows are labelled with the attributed bottleneck."
+        )
+        if len(self.profiles) > MAX_PROFILE_ROWS:
+            caption += (
+                f" The last {MAX_PROFILE_ROWS} of {len(self.profiles)} profiles are drawn; "
+                "the table lists all."
+            )
+        return caption
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    case_id: str
+    weight: float | None
+    original: float
+    best: float | None
+    change: float | None
+    repeats: int
+
+
+@dataclass(frozen=True)
+class RawSamples:
+    case_id: str
+    label: str
+    n: int
+    median: float
+    min: float
+    max: float
+    text: str
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    run_id: str
+    path: Path
+    size: int
+    charts: tuple[str, ...]
+    rounds: int
+    profiles: int
+    verification: Verification
+
+
+def timing_label(target: dict[str, Any]) -> str:
+    """What the timings are: GPU timings when target.soc names a GPU.
+
+    >>> timing_label({"soc": "NVIDIA H200"})
+    'GPU timings on NVIDIA H200, µs'
+    >>> timing_label({"soc": "Ascend910B2"})
+    'NPU timings on Ascend910B2, µs'
+    """
+    soc = str(target.get("soc") or "").strip()
+    if not soc:
+        return "device timings, µs"
+    kind = "GPU" if _GPU.search(soc) else "NPU" if _NPU.search(soc) else "device"
+    return f"{kind} timings on {soc}, µs"
+
+
+# --- gathering ----------------------------------------------------------------------------
+
+
+def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
+    """Everything the page shows, read from the ledger; nothing is written. Without
+    `tree_head` the Merkle tree over the whole log is not built (the web view, where the
+    checkpoints page does that on request): its size is the event count, its root empty."""
+    from ledger.integrity.verify import verify_ledger
+
+    view = service.full_view(run_id)  # an unknown run is refused here
+    stored = service.stream(run_id)
+    events: list[Event] = []
+    unreadable = 0
+    for record in stored:
+        try:
+            events.append(record.event())
+        except ValueError:  # a damaged payload: the verification panel says which
+            unreadable += 1
+    report = verify_ledger(service.store, run_id).as_dict()
+    if tree_head:
+        size, root = _tree_head(service.store)
+    else:
+        with service.store.transaction() as conn:
+            size, root = service.store.event_count(conn), ""
+    verification = Verification(
+        status=report["status"],
+        events_checked=report["events_checked"],
+        checks=dict(report["checks"]),
+        first_failure=report["first_failure"],
+        last_event_hash=stored[-1].event_hash if stored else "",
+        stream_version=stored[-1].stream_version if stored else 0,
+        tree_size=size,
+        tree_root=root,
+    )
+    from ledger.inputs.models import failed_validation_cases
+
+    failed = {
+        e.round: failed_validation_cases(e)
+        for e in events
+        if isinstance(e, ValidationLinked) and e.status != "passed"
+    }
+    return _collect(view, events, verification, unreadable, failed)
+
+
+def _tree_head(store: Any) -> tuple[int, str]:
+    builder = merkle.TreeBuilder()
+    with store.transaction() as conn:
+        for record in store.iter_events(conn):
+            builder.append(bytes.fromhex(record.event_hash))
+    return builder.size, base64.b64encode(builder.root()).decode("ascii")
+
+
+def _collect(
+    view: RunView,
+    events: Sequence[Event],
+    verification: Verification,
+    unreadable: int,
+    failed: dict[int, list[str] | None] | None = None,
+) -> ReportData:
+    plan = next((e for e in events if isinstance(e, RunPlanned)), None)
+    target = dict(plan.target) if plan else {"soc": view.run.soc}
+    weights = [c.weight for c in view.cases]
+    baseline: tuple[Measurement, ...] = ()
+    submitted: dict[int, RoundSubmitted] = {}
+    measured: dict[int, tuple[Measurement, ...]] = {}
+    decided: dict[int, RoundDecided] = {}
+    profiles: list[ProfileEntry] = []
+    for event in events:
+        if isinstance(event, MeasurementsRecorded):
+            if event.role == "baseline":
+                baseline = tuple(event.measurements)
+            else:
+                measured[event.round] = tuple(event.measurements)
+        elif isinstance(event, RoundSubmitted):
+            submitted[event.round] = event
+        elif isinstance(event, RoundDecided):
+            decided[event.round] = event
+        elif isinstance(event, ProfileRecorded):
+            profiles.append(_profile_entry(event))
+    base_medians = [m.median_us for m in baseline]
+    rounds = []
+    unreadable_text = "(its RoundSubmitted event could not be read)"
+    for number in sorted(set(submitted) | set(decided)):
+        s, d, m = submitted.get(number), decided.get(number), measured.get(number)
+        why = explain(d, failed_cases=(failed or {}).get(number)) if d else None
+        vs_original = None
+        if m is not None and len(m) == len(base_medians) == len(weights) and weights:
+            vs_original = decide.weighted_improvement(
+                weights, base_medians, [x.median_us for x in m]
+            )
+        rounds.append(
+            RoundEntry(
+                round=number,
+                decision=d.decision if d else None,
+                hypothesis=s.hypothesis if s else unreadable_text,
+                change=s.change if s else "—",
+                mechanism=(d.mechanism if d and d.mechanism else s.mechanism if s else None),
+                evidence=d.evidence if d else None,
+                relative_improvement=d.relative_improvement if d else None,
+                worst_case_regression=d.worst_case_regression if d else None,
+                cumulative_improvement=d.cumulative_improvement if d else None,
+                vs_original=vs_original,
+                flags=tuple(d.flags) if d else (),
+                mechanism_confirmed=(
+                    d.mechanism_check.confirmed if d and d.mechanism_check else None
+                ),
+                candidate_sha256=s.candidate.sha256 if s else d.candidate_sha256 if d else "",
+                measurements=m,
+                explanation=why.sentence if why else "No decision was recorded for this round.",
+                rule=why.rule if why else None,
+            )
+        )
+        # Ledgers written before profiles were ingested keep the round's signals only here.
+        covered = any(p.round == number and p.origin == "round-result" for p in profiles)
+        if s is not None and s.profiler_signals and not covered:
+            profiles.append(
+                ProfileEntry(
+                    label=f"round {number}",
+                    subject="round",
+                    round=number,
+                    kernel_sha256=s.candidate.sha256,
+                    origin="round-result",
+                    format="signals",
+                    kernel_name=None,
+                    signals=dict(s.profiler_signals),
+                    bottleneck=None,
+                    evidence=(),
+                    first_experiment=None,
+                )
+            )
+    # the original first, then rounds in order, then other kernels; recording order within
+    order = {"baseline": 0, "round": 1, "kernel": 2}
+    profiles = [
+        p
+        for _, p in sorted(
+            enumerate(profiles),
+            key=lambda ip: (order.get(ip[1].subject, 3), ip[1].round or 0, ip[0]),
+        )
+    ]
+    return ReportData(
+        view=view,
+        target=target,
+        measurement_policy=plan.measurement_policy if plan else None,
+        baseline=baseline,
+        rounds=tuple(rounds),
+        profiles=tuple(profiles),
+        diagnoses=tuple(e for e in events if isinstance(e, DiagnosisRecorded)),
+        conclusion=_standing_conclusion(events),
+        verification=verification,
+        unreadable_events=unreadable,
+        noise=noise_summary(events),
+    )
+
+
+def _standing_conclusion(events: Sequence[Event]) -> RunConcluded | None:
+    """The run's latest conclusion, unless a RunReopened came after it."""
+    for event in reversed(events):
+        if isinstance(event, RunConcluded | RunReopened):
+            return event if isinstance(event, RunConcluded) else None
+    return None
+
+
+def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
+    attribution = event.attribution or {}
+    if event.subject == "baseline":
+        label = "original"
+    elif event.subject == "round":
+        label = f"round {event.round}"
+    else:
+        label = f"kernel {event.kernel_sha256[:10]}"
+    evidence = attribution.get("evidence") or ()
+    evidence = [*evidence, *_profile_notes(attribution)] if isinstance(evidence, list) else ()
+    return ProfileEntry(
+        label=label,
+        subject=event.subject,
+        round=event.round,
+        kernel_sha256=event.kernel_sha256,
+        origin=event.origin,
+        format=event.format,
+        kernel_name=event.kernel_name,
+        signals=dict(event.signals),
+        bottleneck=attribution.get("bottleneck"),
+        evidence=tuple(str(x) for x in evidence) if isinstance(evidence, list) else (),
+        first_experiment=attribution.get("first_experiment"),
+        flags=tuple(str(f) for f in attribution.get("flags") or ()),
+    )
+
+
+def _profile_notes(attribution: dict) -> list[str]:
+    """Each shape's own class and the reader's notes, as the event stores them."""
+    shapes = attribution.get("shapes") or []
+    notes = attribution.get("notes") or []
+    lines = [
+        f"shape {s.get('shape') or '(none)'}: {s.get('bottleneck')} ({s.get('launches')} "
+        f"launch(es))"
+        for s in shapes
+        if isinstance(s, dict)
+    ]
+    return lines + [f"note: {n}" for n in notes if isinstance(n, str)]
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def write_report(service: Any, run_id: str, path: Path, *, force: bool = False) -> ReportResult:
+    """Gather, render and write the page atomically (`ledger.files.write_output`)."""
+    path = Path(path).absolute()
+    files.check_output(path, what="--html", force=force, protected=service.store.ledger_files())
+    data = gather(service, run_id)
+    page, charts = render(data)
+    encoded = page.encode("utf-8")
+    files.write_output(
+        path, encoded, what="--html", force=force, protected=service.store.ledger_files()
+    )
+    return ReportResult(
+        run_id=run_id,
+        path=path,
+        size=len(encoded),
+        charts=charts,
+        rounds=len(data.rounds),
+        profiles=len(data.profiles),
+        verification=data.verification,
+    )
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+def render_html(data: ReportData) -> str:
+    return render(data)[0]
+
+
+def charts(data: ReportData) -> dict[str, Any]:
+    """The page's charts as inline SVG markup, by name (None where a chart has no data)."""
+    from markupsafe import Markup
+
+    mpl = _matplotlib()
+    out: dict[str, Any] = {"timeline": None, "latency": None, "profiles": None}
+    rc = {"svg.fonttype": "path", "text.parse_math": False, "font.size": 9}
+    with warnings.catch_warnings(), mpl.rc_context(rc):
+        warnings.simplefilter("ignore")  # e.g. a glyph missing from the font: not the user's
+        out["timeline"] = Markup(_svg(_timeline_figure(data), "timeline", "Round timeline"))
+        if data.baseline:
+            out["latency"] = Markup(_svg(_latency_figure(data), "latency", "Latency per case"))
+        profile_fig = _profile_figure(data)
+        if profile_fig is not None:
+            out["profiles"] = Markup(_svg(profile_fig, "profiles", "Profile signals"))
+    return out
+
+
+def render(data: ReportData) -> tuple[str, tuple[str, ...]]:
+    """The page, and the names of the charts it holds."""
+    drawn = charts(data)
+    title = f"{data.view.run.op_name} — run {data.run_id} — kernel-ledger report"
+    page = _templates().render(
+        "report.html", csp=CONTENT_SECURITY_POLICY, title=title, data=data, charts=drawn
+    )
+    return page, tuple(name for name, svg in drawn.items() if svg is not None)
+
+
+def _templates() -> Any:
+    try:
+        import jinja2  # noqa: F401
+    except ImportError:
+        raise InputError(
+            "the HTML report needs jinja2: pip install 'kernel-ledger[report]'"
+        ) from None
+    from ledger.reports import rendering as templates
+
+    return templates
+
+
+def _matplotlib() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError(
+            "the HTML report needs matplotlib: pip install 'kernel-ledger[report]'"
+        ) from None
+    return matplotlib
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _svg(figure: Any, name: str, label: str) -> str:
+    """The figure as an inline <svg> element (no XML prolog, fixed ids, no date)."""
+    import matplotlib
+
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": f"kernel-ledger-{name}"}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    text = buffer.getvalue().decode("utf-8")
+    start = text.index("<svg")
+    svg = text[start:].strip()
+    return svg.replace("<svg", f'<svg role="img" aria-label="{_e(label)}"', 1)
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=96)
+    figure.patch.set_facecolor("white")
+    return figure
+
+
+def _timeline_figure(data: ReportData) -> Any:
+    run = data.view.run
+    figure = _figure(9.5, 3.8)
+    ax = figure.add_subplot()
+    xs = [0] + [r.round for r in data.rounds if r.cumulative_improvement is not None]
+    ys = [0.0] + [
+        r.cumulative_improvement * 100 for r in data.rounds if r.cumulative_improvement is not None
+    ]
+    ax.step(xs, ys, where="post", color=ORIGINAL_COLOR, lw=2, label="best kernel vs original")
+    ax.plot([0], [0], marker="o", ms=7, color=ORIGINAL_COLOR, ls="none")
+    target = run.target_relative_improvement * 100
+    ax.axhline(target, color=TARGET_COLOR, ls="--", lw=1.3, label=f"target {target:+.1f}%")
+    ax.axhline(0, color="#999999", lw=0.8)
+    standing = 0.0
+    seen: set[str] = set()
+    for r in data.rounds:
+        decision = r.decision or "FAIL"
+        y = r.vs_original * 100 if r.vs_original is not None else standing * 100
+        label = None if decision in seen else f"{decision} (candidate vs original)"
+        seen.add(decision)
+        ax.plot(
+            [r.round],
+            [y],
+            marker=DECISION_MARKERS.get(decision, "o"),
+            ms=9,
+            color=DECISION_COLORS.get(decision, "#000000"),
+            markeredgecolor="white",
+            markeredgewidth=0.8,
+            ls="none",
+            label=label,
+            zorder=3,
+        )
+        if r.cumulative_improvement is not None:
+            standing = r.cumulative_improvement
+    last = max([0] + [r.round for r in data.rounds])
+    ax.set_xlim(-0.5, max(last, 1) + 0.5)
+    ax.set_xticks(range(0, max(last, 1) + 1, max(1, math.ceil((last + 1) / 25))))
+    ax.set_xlabel("round (0 = original kernel)")
+    ax.set_ylabel("weighted improvement vs original (%)")
+    ax.grid(True, axis="y", color="#e0e0e0", lw=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+    ax.set_title(f"{run.op_name}: improvement per round ({timing_label(data.target)})")
+    return figure
+
+
+def robust_limits(
+    sample_sets: Sequence[Sequence[float]], keep: Sequence[float] = ()
+) -> tuple[float, float]:
+    """Axis limits that span every box's whiskers (quartiles ± 1.5 IQR, as drawn) and every
+    value of `keep` (the medians and 0), plus a margin: one slow repeat cannot squeeze the
+    boxes flat. A sample beyond the limits is an outlier that the chart marks at the edge.
+
+    >>> low, high = robust_limits([[0.0] * 97 + [1.0, 2.0, 50.0]], [0.0])
+    >>> low < 0.0 < high < 5.0
+    True
+    """
+    import numpy as np
+
+    ends = [0.0, *keep]
+    for values in sample_sets:
+        arr = np.asarray(values, dtype=float)
+        if arr.size == 0:
+            continue
+        q1, q3 = (float(x) for x in np.percentile(arr, [25, 75]))
+        reach = 1.5 * (q3 - q1)
+        ends.append(float(arr[arr >= q1 - reach].min()))
+        ends.append(float(arr[arr <= q3 + reach].max()))
+    lo, hi = min(ends), max(ends)
+    pad = max((hi - lo) * 0.12, 0.5)
+    return lo - pad, hi + pad
+
+
+def _latency_figure(data: ReportData) -> Any:
+    import numpy as np
+
+    run = data.view.run
+    cases = [m.case_id for m in data.baseline][:MAX_CASE_PANELS]
+    base = {m.case_id: m.median_us for m in data.baseline}
+    columns: list[tuple[str, int, str | None, tuple[Measurement, ...]]] = [
+        ("orig", 0, None, data.baseline)
+    ]
+    for r in data.rounds:
+        if r.measurements is not None:
+            columns.append((f"r{r.round}", r.round, r.decision, r.measurements))
+    ncols = min(3, len(cases))
+    nrows = math.ceil(len(cases) / ncols)
+    width_per_panel = max(3.2, 0.42 * len(columns) + 1.2)
+    figure = _figure(min(16.0, width_per_panel * ncols), 2.9 * nrows + 0.7)
+    axes = figure.subplots(nrows, ncols, squeeze=False)
+    for index, case_id in enumerate(cases):
+        ax = axes[index // ncols][index % ncols]
+        reference = base[case_id]
+        panel = []
+        for position, (_, number, decision, rows) in enumerate(columns):
+            row = next((m for m in rows if m.case_id == case_id), None)
+            if row is None:
+                continue
+            samples = (
+                (np.asarray(row.samples_us, dtype=float) / reference - 1) * 100
+                if row.samples_us
+                else None
+            )
+            panel.append(
+                (position, number, decision, (row.median_us / reference - 1) * 100, samples)
+            )
+        low, high = robust_limits([p[4] for p in panel if p[4] is not None], [p[3] for p in panel])
+        outliers = 0
+        for position, number, decision, median, samples in panel:
+            color = ORIGINAL_COLOR if number == 0 else DECISION_COLORS.get(decision or "", "#000")
+            best = number == run.best_round
+            if samples is not None:
+                box = ax.boxplot(
+                    [samples],
+                    positions=[position],
+                    widths=0.6,
+                    showfliers=False,
+                    patch_artist=True,
+                    medianprops={"color": "black", "lw": 1.6 if best else 1.0},
+                )
+                for patch in box["boxes"]:
+                    patch.set_facecolor(color)
+                    patch.set_alpha(0.35)
+                    patch.set_edgecolor("black" if best else color)
+                    patch.set_linewidth(2.0 if best else 1.0)
+                inside = samples[(samples >= low) & (samples <= high)]
+                shown = inside
+                if len(inside) > MAX_STRIP_POINTS:
+                    shown = inside[np.linspace(0, len(inside) - 1, MAX_STRIP_POINTS).astype(int)]
+                jitter = np.random.default_rng(1000 * index + position).uniform(
+                    -0.18, 0.18, len(shown)
+                )
+                ax.plot(position + jitter, shown, ".", ms=2.5, color=color, alpha=0.6, zorder=3)
+                above = int(np.sum(samples > high))
+                below = int(np.sum(samples < low))
+                outliers += above + below
+                edge = (high - low) * 0.03
+                for count, y, marker in ((above, high - edge, "^"), (below, low + edge, "v")):
+                    if count:
+                        ax.plot(
+                            [position], [y], marker=marker, ms=6, color=OUTLIER_COLOR, ls="none"
+                        )
+                        ax.text(
+                            position + 0.22,
+                            y,
+                            str(count),
+                            fontsize=6,
+                            color=OUTLIER_COLOR,
+                            va="center",
+                        )
+            else:
+                ax.plot(
+                    [position],
+                    [median],
+                    marker="D",
+                    ms=7,
+                    color=color,
+                    markeredgecolor="black" if best else color,
+                    markeredgewidth=1.6 if best else 0.5,
+                    ls="none",
+                    zorder=3,
+                )
+        ax.axhline(0, color="#999999", lw=0.8, zorder=1)
+        ax.set_ylim(low, high)
+        ax.set_xticks(range(len(columns)))
+        labels = ax.set_xticklabels(
+            [c[0] for c in columns], rotation=90 if len(columns) > 10 else 0, fontsize=8
+        )
+        for label, column in zip(labels, columns, strict=True):
+            if column[1] == run.best_round:
+                label.set_fontweight("bold")
+                label.set_color("black")
+        ax.set_xlim(-0.7, len(columns) - 0.3)
+        title = f"{case_id} (orig {reference:.3g} µs)"
+        if outliers:
+            title += f", {outliers} outlier{'s' if outliers != 1 else ''}"
+        ax.set_title(title, fontsize=8)
+        ax.set_ylabel("vs original (%)")
+        ax.grid(True, axis="y", color="#e8e8e8", lw=0.6)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    for index in range(len(cases), nrows * ncols):
+        axes[index // ncols][index % ncols].set_visible(False)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="s", ls="none", color=ORIGINAL_COLOR, label="original")]
+    handles += [
+        Line2D([], [], marker="s", ls="none", color=color, label=decision)
+        for decision, color in DECISION_COLORS.items()
+        if decision != "FAIL"
+    ]
+    handles.append(
+        Line2D([], [], marker="s", ls="none", mfc="white", mec="black", mew=2, label="best kernel")
+    )
+    handles.append(
+        Line2D([], [], marker="^", ls="none", color=OUTLIER_COLOR, label="outliers off axis")
+    )
+    figure.legend(handles=handles, loc="lower center", ncol=4, frameon=False)
+    figure.suptitle(
+        f"Latency per case relative to the original — {timing_label(data.target)}", fontsize=10
+    )
+    figure.tight_layout(rect=(0, 0.09, 1, 0.97))
+    return figure
+
+
+def _fraction_columns(profiles: Sequence[ProfileEntry]) -> list[str]:
+    counts: dict[str, int] = {}
+    for p in profiles:
+        for key, value in p.signals.items():
+            if _FRACTION_SIGNAL.search(key) and 0.0 <= value <= 2.0:
+                counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts, key=lambda k: (-counts[k], k))
+    return sorted(ranked[:MAX_PROFILE_COLUMNS])
+
+
+def _profile_figure(data: ReportData) -> Any | None:
+    profiles = list(data.profiles)[-MAX_PROFILE_ROWS:]
+    columns = _fraction_columns(profiles)
+    if not profiles or not columns:
+        return None
+    import numpy as np
+
+    grid = np.full((len(profiles), len(columns)), np.nan)
+    for i, p in enumerate(profiles):
+        for j, key in enumerate(columns):
+            if key in p.signals:
+                grid[i, j] = p.signals[key]
+    figure = _figure(max(6.0, 1.05 * len(columns) + 3.4), 0.42 * len(profiles) + 1.9)
+    ax = figure.add_subplot()
+    masked = np.ma.masked_invalid(grid)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
+    # pcolormesh, not imshow: cells stay vectors (imshow would embed a raster image)
+    image = ax.pcolormesh(
+        np.arange(len(columns) + 1) - 0.5,
+        np.arange(len(profiles) + 1) - 0.5,
+        masked,
+        cmap=cmap,
+        vmin=0.0,
+        vmax=1.0,
+        edgecolors="white",
+        linewidth=1.0,
+    )
+    ax.set_ylim(len(profiles) - 0.5, -0.5)
+    for i in range(len(profiles)):
+        for j in range(len(columns)):
+            if not np.isnan(grid[i, j]):
+                value = grid[i, j]
+                ax.text(
+                    j,
+                    i,
+                    f"{value * 100:.0f}%",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if value < 0.6 else "black",
+                )
+    ax.set_xticks(range(len(columns)))
+    ax.set_xticklabels(columns, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(profiles)))
+    ax.set_yticklabels(
+        [f"{p.label} · {p.bottleneck}" if p.bottleneck else p.label for p in profiles], fontsize=8
+    )
+    bar = figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="fraction of peak / time")
+    if bar.solids is not None:
+        bar.solids.set_rasterized(False)  # keep the page free of embedded raster images
+    ax.set_title("Profile signals (fractions; grey: not reported)", fontsize=10)
+    return figure

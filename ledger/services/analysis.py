@@ -1,0 +1,177 @@
+"""What `analyze` writes: analysis.json, report.md and a Run Manifest v1 (run type
+performance). Pure rendering from the run's projection and plan; the service writes files."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ledger.core.events import RunPlanned
+from ledger.core.projections import RunView, as_dict
+from ledger.inputs.models import manifest_run_id
+from ledger.integrity.hashing import sha256_hex
+
+ANALYSIS_SCHEMA_VERSION = 1
+
+
+def analysis_document(view: RunView, plan: RunPlanned, *, last_event_hash: str) -> dict[str, Any]:
+    run = view.run
+    return {
+        "schema_version": ANALYSIS_SCHEMA_VERSION,
+        "run_id": run.run_id,
+        "status": run.conclusion,
+        "op_name": run.op_name,
+        "target": plan.target,
+        "best_kernel": {
+            "path": run.best_kernel_path,
+            "sha256": run.best_kernel_sha256,
+            "round": run.best_round,
+        },
+        "original_kernel_sha256": run.original_kernel_sha256,
+        "relative_improvement_vs_original": run.cumulative_improvement,
+        "target_relative_improvement": run.target_relative_improvement,
+        "target_met": run.target_met,
+        "kept_rounds": [r.round for r in view.rounds if r.decision == "KEEP"],
+        "round_count": run.rounds_recorded,
+        "needs_diagnosis": run.needs_diagnosis,
+        "cases": [
+            {
+                "case_id": c.case_id,
+                "weight": c.weight,
+                "baseline_median_us": c.baseline_median_us,
+                "best_median_us": c.best_median_us,
+            }
+            for c in view.cases
+        ],
+        "rounds": [_round(r) for r in view.rounds],
+        "ledger": {"events": run.stream_version, "last_event_hash": last_event_hash},
+    }
+
+
+def _round(row) -> dict[str, Any]:
+    data = as_dict(row)
+    for key in ("run_id", "op_name", "soc"):
+        data.pop(key)
+    return data
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:+.2f}%"
+
+
+def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | None = None) -> str:
+    """report.md; `explanations` (round -> `explain.Explanation`) adds why each round got
+    its decision, and what the flags it carries mean."""
+    best = analysis["best_kernel"]
+    lines = [
+        f"# {analysis['op_name']}: run {analysis['run_id']}",
+        "",
+        f"- Conclusion: **{analysis['status']}**",
+        f"- Improvement vs original: **{_pct(analysis['relative_improvement_vs_original'])}** "
+        f"(target {_pct(analysis['target_relative_improvement'])}, "
+        f"{'met' if analysis['target_met'] else 'not met'})",
+        f"- Best kernel: `{best['sha256']}` from round {best['round']} ({best['path']})",
+        f"- Rounds: {analysis['round_count']}, kept: {analysis['kept_rounds'] or 'none'}",
+        f"- Needs diagnosis: {'yes' if analysis['needs_diagnosis'] else 'no'}",
+        "",
+        "## Cases",
+        "",
+        "| case | weight | baseline µs | best µs | change |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for case in analysis["cases"]:
+        base, best_us = case["baseline_median_us"], case["best_median_us"]
+        change = (base - best_us) / base if base else None
+        lines.append(
+            f"| {case['case_id']} | {case['weight']:g} | {base:.3f} | {best_us:.3f} | "
+            f"{_pct(change)} |"
+        )
+    lines += [
+        "",
+        "## Rounds",
+        "",
+        "| round | decision | I | R | cumulative | change | hypothesis |",
+        "|---:|---|---:|---:|---:|---|---|",
+    ]
+    for r in analysis["rounds"]:
+        lines.append(
+            f"| {r['round']} | {r['decision']} | {_pct(r['relative_improvement'])} | "
+            f"{_pct(r['worst_case_regression'])} | {_pct(r['cumulative_improvement'])} | "
+            f"{_cell(r['change'])} | {_cell(r['hypothesis'])} |"
+        )
+    if explanations:
+        lines += ["", "## Why each round got its decision", ""]
+        flags: list[str] = []
+        for number in sorted(explanations):
+            why = explanations[number]
+            lines.append(f"- Round {number}: {why.text}")
+            flags += [f for f in why.flags if f not in flags]
+        if flags:
+            from ledger.core.explain import describe_flag
+
+            lines += ["", "Flags:", ""]
+            lines += [f"- `{f}`: {describe_flag(f)}" for f in flags]
+    lines += [
+        "",
+        f"Ledger: {analysis['ledger']['events']} events, last hash "
+        f"`{analysis['ledger']['last_event_hash']}`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def performance_manifest(
+    view: RunView,
+    plan: RunPlanned,
+    *,
+    files: dict[str, bytes],
+    command: list[str],
+) -> dict[str, Any]:
+    run = view.run
+    config = plan.config_document
+    artifacts = [
+        {"name": name, "kind": kind, "uri": name, "sha256": sha256_hex(data)}
+        for name, kind, data in (
+            (n, "analysis" if n.endswith(".json") else "report", d) for n, d in files.items()
+        )
+    ]
+    artifacts.append(
+        {
+            "name": "best-kernel",
+            "kind": "kernel",
+            "uri": run.best_kernel_path,
+            "sha256": run.best_kernel_sha256,
+        }
+    )
+    return {
+        "schema_version": 1,
+        "run_id": manifest_run_id(run.run_id),
+        "parent_run_id": manifest_run_id(run.parent_run_id) if run.parent_run_id else None,
+        "run_type": "performance",
+        "workspace_snapshot": _object(config.get("workspace_snapshot")),
+        "environment": {**_object(config.get("environment")), "target": plan.target},
+        "model": {"op_name": run.op_name},
+        "topology": {},
+        "command": command,
+        "environment_variables": {},
+        "artifacts": artifacts,
+        "status": run.conclusion,
+        "created_at": _rfc3339(run.planned_at),
+        "updated_at": _rfc3339(run.concluded_at or run.updated_at),
+    }
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _rfc3339(stamp: str) -> str:
+    return stamp if stamp.endswith("Z") else stamp + "Z"
+
+
+def dumps(document: dict[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()

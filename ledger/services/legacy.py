@@ -1,0 +1,577 @@
+"""Import of a run folder written by the existing JSON-file controller.
+
+The folder holds:
+
+    optimization-config.json   the run configuration (SPEC 2.1)
+    state.json                 next_round, current_best_sha256, current_best_path,
+                               original_baseline, current_best_measurements, kept_rounds,
+                               consecutive_failures, target_met
+    rounds.json                {"schema_version": 1, "rounds": [...]}: each round result
+                               (SPEC 2.2) plus candidate.sha256, verification {manifest,
+                               run_id, status}, decision, relative_improvement_vs_current,
+                               worst_case_regression, relative_improvement_vs_original,
+                               recorded_at
+    manifest.json              the run's Run Manifest v1
+    analysis.json              (optional) written when the run was concluded
+
+`state.json`'s `original_baseline` and `current_best_measurements` are maps keyed by case id
+(each value the measurement row). `rounds.json` holds the candidate and verification paths
+the controller resolved (absolute); the config holds its paths as written, relative to the
+workspace the controller ran in.
+
+The run is replayed as the events `plan` and `record` would have written, with the same
+input checks and the same round path (`round.admit`, `round.round_events`). Every
+recorded decision, figure and state field is compared with the replay; any disagreement,
+or a round whose parent was not the best kernel of its time, refuses the whole import with
+a report of every disagreement, and nothing is written.
+
+Relative paths (the config's, a measurement's `source`) resolve against the workspace
+(`--workspace`, default the working directory), as the controller resolved them; when the
+config's files are not there, against the workspace the controller stored in `manifest.json`
+(its `starting-kernel` URI is the config's `kernel.path`, resolved). An absolute path the
+controller stored that no longer exists is looked for at the same place under the workspace
+(a workspace moved or copied). Every kernel and manifest must exist; each candidate must
+hash to its recorded `candidate.sha256`. A named but absent samples file is accepted, as
+the controller accepts it, and flagged.
+
+The controller's `record` accepts a round after `analyze`. Such a folder imports as it
+happened: the conclusion after the rounds `analyze` saw (`analysis.json`'s `round_count`,
+or, where a later `analyze` rewrote analysis.json and the manifest refused it, the rounds
+recorded up to the manifest's `updated_at`), then each later round preceded by RunReopened.
+
+Events keep the folder's times: planning at the manifest's `created_at`, each round at its
+`recorded_at`, the conclusion at the manifest's `updated_at`. Event ids derive from the
+content, so importing the same folder again writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ledger.core import projections
+from ledger.core.controller import conclusion_event
+from ledger.core.events import Event, RoundDecided, RunPlanned, RunReopened
+from ledger.core.evidence import RunEvidence
+from ledger.core.projections import RunView
+from ledger.core.round import admit, round_events
+from ledger.errors import InputError
+from ledger.inputs.jsonio import JsonFile, display, read_json
+from ledger.inputs.models import (
+    RoundResult,
+    base_folder,
+    load_config,
+    load_manifest,
+    manifest_run_id,
+    resolve,
+    validate_model,
+)
+from ledger.integrity.hashing import sha256_hex
+from ledger.services.service import (
+    checked_round,
+    plan_events,
+    read_kernel,
+    recorded_file,
+    submitted_event,
+)
+from ledger.store import audit_store
+from ledger.store.eventstore import Store
+
+CONFIG = "optimization-config.json"
+STATE = "state.json"
+ROUNDS = "rounds.json"
+MANIFEST = "manifest.json"
+ANALYSIS = "analysis.json"
+DECISIONS = ("KEEP", "DISCARD", "NOISE", "FAIL")
+TOLERANCE = 1e-9  # figures the legacy controller wrote are compared to this absolute tolerance
+EVENT_ID_NAMESPACE = uuid.UUID("5b3c1f0e-8a5d-4c39-9a43-6c8e2f0b7d11")
+
+
+class LegacyRejected(InputError):
+    """The folder's history disagrees with a replay; `problems` lists every disagreement."""
+
+    def __init__(self, run_id: str, folder: Path, problems: list[str]) -> None:
+        self.run_id = run_id
+        self.problems = list(problems)
+        listed = "; ".join(f"({i}) {p}" for i, p in enumerate(problems, start=1))
+        super().__init__(
+            f"legacy run {run_id!r} in {display(folder)} was not imported: "
+            f"{len(problems)} disagreement(s) with a replay: {listed}; nothing was written"
+        )
+
+
+@dataclass
+class LegacyResult:
+    run_id: str
+    status: str  # "imported" or "unchanged"
+    rounds: int
+    events: int
+    decisions: list[str]
+    concluded: bool
+    conclusion: str | None
+    best_kernel_sha256: str
+    legacy_files: dict[str, str] = field(default_factory=dict)  # name -> sha256
+    reopened_rounds: list[int] = field(default_factory=list)  # recorded after the conclusion
+    notes: list[str] = field(default_factory=list)  # what the import read differently
+
+
+@dataclass
+class _Replay:
+    """What the replay builds: events with their times, kernel sources, the run's view."""
+
+    items: list[tuple[Event, str]] = field(default_factory=list)
+    blobs: list[bytes] = field(default_factory=list)
+    view: RunView | None = None
+    evidence: RunEvidence = field(default_factory=RunEvidence)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, event: Event, at: str, *, evidence_folded: bool = False) -> None:
+        """Append an event to the replay; `evidence_folded`: `round_events` folded it into
+        the evidence already."""
+        version = len(self.items) + 1
+        self.view = projections.apply(self.view, version, at, event)
+        if not evidence_folded:
+            self.evidence.apply(event)
+        self.items.append((event, at))
+
+
+@dataclass(frozen=True)
+class _Paths:
+    """Where the folder's paths lead: the workspace relative paths resolve against, and the
+    workspace the controller ran in, when it was elsewhere (absolute paths it stored under
+    that folder are looked for under `workspace` when they are gone)."""
+
+    workspace: Path
+    ran_in: Path | None = None
+
+    def stored(self, raw: str) -> Path:
+        """A path the controller stored (absolute), or one written relative."""
+        path = resolve(self.workspace, raw)
+        if path.exists() or self.ran_in is None or not Path(raw).is_absolute():
+            return path
+        try:
+            moved = self.workspace / path.relative_to(self.ran_in)
+        except ValueError:
+            return path
+        return moved if moved.exists() else path
+
+
+def _paths(workspace: Path, config: Any, manifest: Any) -> tuple[_Paths, Path]:
+    """The folder's path resolution, and the folder the config's relative paths resolve
+    against: the workspace, else the one the controller ran in (from the absolute
+    `starting-kernel` URI it stored for the config's relative `kernel.path`)."""
+    written = config.kernel.path
+    ran_in = None
+    artifact = manifest.artifact("starting-kernel")
+    if artifact is not None and not Path(written).is_absolute():
+        stored = Path(artifact.uri)
+        parts = Path(os.path.normpath(written)).parts
+        if stored.is_absolute() and stored.parts[-len(parts) :] == parts:
+            ran_in = Path(*stored.parts[: -len(parts)])
+    paths = _Paths(workspace, ran_in if ran_in != workspace else None)
+    if ran_in is None or Path(written).is_absolute() or resolve(workspace, written).exists():
+        return paths, workspace
+    if resolve(ran_in, written).exists():
+        return paths, ran_in
+    return paths, workspace
+
+
+def _replay_folder(
+    files: dict[str, JsonFile],
+    config_doc: JsonFile,
+    config: Any,
+    manifest: Any,
+    paths: _Paths,
+    base: Path,
+    concluded_after: int | None,
+) -> tuple[_Replay, str | None, list[int]]:
+    """Replay the folder with its conclusion after `concluded_after` rounds (None: never);
+    the replay, the conclusion and the rounds recorded after it."""
+    run_id = config.run_id
+    replay = _Replay()
+    _plan(replay, config_doc, config, _time(manifest.created_at, f"{MANIFEST} created_at"), base)
+    rounds = _rounds(files[ROUNDS])
+    analysis = files[ANALYSIS].value if ANALYSIS in files else None
+    conclusion = None
+    reopened: list[int] = []
+    for index, value in enumerate(rounds):
+        if index == concluded_after:
+            conclusion = _conclude(replay, analysis, manifest.status, manifest.updated_at)
+            _reopen(replay, value, index, conclusion)
+        if conclusion is not None:
+            reopened.append(index + 1)
+        _round(replay, files[ROUNDS], index, value, run_id, config.parent_run_id, paths, base)
+    if concluded_after == len(rounds):
+        conclusion = _conclude(replay, analysis, manifest.status, manifest.updated_at)
+    elif analysis is not None and reopened and analysis.get("round_count") == len(rounds):
+        view = replay.view  # a later analyze rewrote analysis.json; the manifest refused it
+        assert view is not None
+        _compare_analysis(replay, analysis, conclusion_event(view))
+    view = replay.view
+    assert view is not None
+    _compare_state(replay, files[STATE], view, paths)
+    if manifest.run_id not in (run_id, manifest_run_id(run_id)):
+        replay.problems.append(
+            f"{MANIFEST} is the manifest of run {manifest.run_id!r}, not of {run_id!r}"
+        )
+    return replay, conclusion, reopened
+
+
+def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) -> LegacyResult:
+    """Replay the folder; append its events in one transaction if everything agrees.
+    Relative paths in its files resolve against `workspace` (default: the working
+    directory), where the controller ran."""
+    folder = Path(folder).absolute()
+    if not folder.is_dir():
+        raise InputError(f"--legacy {display(folder)} is not a folder")
+    files = {
+        name: read_json(folder / name, f"legacy {name}")
+        for name in (CONFIG, STATE, ROUNDS, MANIFEST)
+    }
+    if (folder / ANALYSIS).exists():
+        files[ANALYSIS] = read_json(folder / ANALYSIS, f"legacy {ANALYSIS}")
+    config_doc, config = load_config(folder / CONFIG)
+    _, manifest = load_manifest(folder / MANIFEST)
+    paths, base = _paths(base_folder(workspace), config, manifest)
+    run_id = config.run_id
+    rounds = _rounds(files[ROUNDS])
+    analysis = files[ANALYSIS].value if ANALYSIS in files else None
+    points, notes = _conclusion_points(rounds, analysis, manifest)
+    tried = []
+    for point in points:  # the first point whose replay agrees with the folder
+        replay, conclusion, reopened = _replay_folder(
+            files, config_doc, config, manifest, paths, base, point
+        )
+        tried.append((replay, conclusion, reopened))
+        if not replay.problems:
+            break
+    else:
+        replay, conclusion, reopened = tried[0]
+    if base != paths.workspace:
+        notes.append(
+            f"the config's relative paths were not under the workspace {display(paths.workspace)}"
+            f"; they were read from {display(base)}, where the controller ran"
+        )
+    if replay.problems:
+        raise LegacyRejected(run_id, folder, replay.problems)
+    items = [(_event_id(run_id, v, e), e, at) for v, (e, at) in enumerate(replay.items, start=1)]
+    with store.transaction(write=True) as conn:
+        written = audit_store.append_at(store, conn, run_id, items, replay.blobs)
+    view = replay.view
+    assert view is not None
+    return LegacyResult(
+        run_id=run_id,
+        status="imported" if written else "unchanged",
+        rounds=view.run.rounds_recorded,
+        events=len(items),
+        decisions=[r.decision for r in view.rounds],
+        concluded=view.concluded,
+        conclusion=conclusion,
+        best_kernel_sha256=view.run.best_kernel_sha256,
+        legacy_files={name: doc.sha256 for name, doc in sorted(files.items())},
+        reopened_rounds=reopened,
+        notes=notes,
+    )
+
+
+def _event_id(run_id: str, version: int, event: Event) -> str:
+    """A content-derived id: the same folder imports as the very same events."""
+    digest = sha256_hex(event.canonical_payload())
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{run_id}\n{version}\n{event.event_type}\n{digest}"))
+
+
+def _time(value: Any, where: str) -> str:
+    """An RFC 3339 time as the ledger stores it: UTC with microseconds, ending in Z."""
+    if not isinstance(value, str) or not value:
+        raise InputError(f"legacy {where} must be an RFC 3339 time")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InputError(f"legacy {where} {value!r} is not an RFC 3339 time") from None
+    if parsed.tzinfo is None:
+        raise InputError(f"legacy {where} {value!r} has no time zone")
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# --- the plan ----------------------------------------------------------------------------
+
+
+def _plan(replay: _Replay, doc: JsonFile, config: Any, at: str, base: Path) -> None:
+    """The events `plan` writes, from the same checks. The run decides on the medians, as
+    the controller decided it (raw samples in its files are kept, not used to decide)."""
+    from ledger.core.stats import MEDIANS_ONLY
+
+    planned = plan_events(doc, config, base, statistics=MEDIANS_ONLY)
+    for event in planned.events:
+        replay.add(event, at)
+    replay.blobs.append(planned.kernel.content)
+
+
+# --- the rounds --------------------------------------------------------------------------
+
+
+def _rounds(doc: JsonFile) -> list[dict[str, Any]]:
+    shown = display(doc.path)
+    if doc.value.get("schema_version") != 1:
+        raise InputError(f"legacy {ROUNDS} {shown}: schema_version must be 1")
+    rounds = doc.value.get("rounds")
+    if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds):
+        raise InputError(f"legacy {ROUNDS} {shown}: rounds must be a list of objects")
+    return rounds
+
+
+def _round(
+    replay: _Replay,
+    doc: JsonFile,
+    index: int,
+    value: dict[str, Any],
+    run_id: str,
+    parent_run_id: str | None,
+    paths: _Paths,
+    base: Path,
+) -> None:
+    """Replay one legacy round as `record` would, then compare with what was recorded.
+    Its candidate and manifest are where the controller stored them (`paths`); relative
+    measurement sources resolve against `base`, as the config's paths do."""
+    path = doc.path.absolute()
+    where = f"{ROUNDS} rounds[{index}]"
+    result = validate_model(RoundResult, value, "legacy round", f"{display(path)} rounds[{index}]")
+    view = replay.view
+    assert view is not None
+    label = f"round {result.round}"
+    for refusal in admit(view, result.round, result.parent_kernel_sha256):
+        replay.problems.append(refusal.problem(where))
+    candidate = read_kernel(
+        paths.stored(result.candidate.path),
+        f"{where}.candidate.path",
+        written=result.candidate.path,
+    )
+    recorded_sha = value["candidate"].get("sha256")
+    if recorded_sha is None:
+        raise InputError(f"legacy {where}: candidate.sha256 is missing")
+    if recorded_sha != candidate.ref.sha256:
+        raise InputError(
+            f"legacy {where}: candidate {display(candidate.ref.path)} hashes to "
+            f"{candidate.ref.sha256}, not the recorded candidate.sha256 {recorded_sha!r}"
+        )
+    validation, measured = checked_round(
+        result,
+        path,
+        candidate,
+        view,
+        f"{where}.measurements",
+        base=base,
+        manifest=paths.stored(result.verification.manifest),
+    )
+    verification = value["verification"]
+    for key, found in (("status", validation.status), ("run_id", validation.manifest_run_id)):
+        if key in verification and verification[key] != found:
+            replay.problems.append(
+                f"{label}: verification.{key} is {verification[key]!r}, but its manifest says "
+                f"{found!r}"
+            )
+    at = _time(value.get("recorded_at"), f"{where}.recorded_at")
+    plan = replay.items[0][0]
+    assert isinstance(plan, RunPlanned)
+    outcome = round_events(
+        view=view,  # `record` decides on the run as it was before the round's events
+        evidence=replay.evidence,
+        plan=plan,
+        submitted=submitted_event(
+            result, candidate, recorded_file(path, doc.sha256, doc.size), value
+        ),
+        validation=validation,
+        measurements=measured,
+    )
+    _compare_round(replay, label, value, outcome.decided)
+    for event in outcome.events:
+        replay.add(event, at, evidence_folded=True)
+    replay.blobs.append(candidate.content)
+
+
+def _compare_round(
+    replay: _Replay, label: str, value: dict[str, Any], decided: RoundDecided
+) -> None:
+    recorded = value.get("decision")
+    if recorded not in DECISIONS:
+        replay.problems.append(f"{label}: recorded decision {recorded!r} is not one of {DECISIONS}")
+    elif recorded != decided.decision:
+        figures = ""
+        if decided.relative_improvement is not None:
+            figures = (
+                f" (I {decided.relative_improvement:.6g}, R {decided.worst_case_regression:.6g})"
+            )
+        replay.problems.append(
+            f"{label}: recorded {recorded}, but the rules give {decided.decision}{figures}"
+        )
+    for key, mine in (
+        ("relative_improvement_vs_current", decided.relative_improvement),
+        ("worst_case_regression", decided.worst_case_regression),
+        ("relative_improvement_vs_original", decided.cumulative_improvement),
+    ):
+        if key not in value:
+            replay.problems.append(f"{label}: {key} is missing")
+        elif not _same(value[key], mine):
+            replay.problems.append(f"{label}: recorded {key} {value[key]!r}, replay gives {mine!r}")
+
+
+def _same(recorded: Any, mine: float | None) -> bool:
+    if mine is None or recorded is None:
+        return recorded is None and mine is None
+    if isinstance(recorded, bool) or not isinstance(recorded, int | float):
+        return False
+    return abs(float(recorded) - mine) <= TOLERANCE
+
+
+# --- state and conclusion ----------------------------------------------------------------
+
+
+def _compare_state(replay: _Replay, doc: JsonFile, view: RunView, paths: _Paths) -> None:
+    state = doc.value
+    run = view.run
+    kept = [r.round for r in view.rounds if r.decision == "KEEP"]
+    expected: dict[str, Any] = {
+        "next_round": run.rounds_recorded + 1,
+        "current_best_sha256": run.best_kernel_sha256,
+        "kept_rounds": kept,
+        "consecutive_failures": run.consecutive_failures,
+        "target_met": run.target_met,
+    }
+    for key, mine in expected.items():
+        if key not in state:
+            replay.problems.append(f"{STATE} has no {key}")
+        elif state[key] != mine or isinstance(state[key], bool) != isinstance(mine, bool):
+            replay.problems.append(f"{STATE} {key} is {state[key]!r}, replay gives {mine!r}")
+    if "current_best_path" not in state or not isinstance(state["current_best_path"], str):
+        replay.problems.append(f"{STATE} has no current_best_path")
+    elif os.path.realpath(paths.stored(state["current_best_path"])) != os.path.realpath(
+        run.best_kernel_path
+    ):
+        replay.problems.append(
+            f"{STATE} current_best_path {state['current_best_path']!r} is not the best kernel "
+            f"{run.best_kernel_path!r}"
+        )
+    for key, column in (
+        ("original_baseline", "baseline_median_us"),
+        ("current_best_measurements", "best_median_us"),
+    ):
+        medians = _medians(state.get(key))
+        mine = {c.case_id: getattr(c, column) for c in view.cases}
+        if medians is None:
+            replay.problems.append(f"{STATE} {key} must map each case id to its measurement")
+        elif set(medians) != set(mine) or any(not _same(medians[c], mine[c]) for c in mine):
+            replay.problems.append(f"{STATE} {key} differs from the replay's medians {mine}")
+
+
+def _medians(rows: Any) -> dict[str, Any] | None:
+    """Case id -> median from the controller's map of measurement rows keyed by case id."""
+    if not isinstance(rows, dict):
+        return None
+    out = {}
+    for case_id, row in rows.items():
+        if not isinstance(row, dict) or row.get("case_id", case_id) != case_id:
+            return None
+        out[case_id] = row.get("median_us")
+    return out
+
+
+def _conclusion_points(
+    rounds: list[dict[str, Any]], analysis: dict[str, Any] | None, manifest: Any
+) -> tuple[list[int | None], list[str]]:
+    """After how many rounds `analyze` concluded the run (None: never), most likely first,
+    and notes.
+
+    `analysis.json`'s `round_count` says it, unless a later `analyze` rewrote analysis.json
+    and then failed on the manifest (the controller writes the files first): then the
+    manifest's terminal status stands, after the rounds recorded up to its `updated_at`
+    (times have whole seconds: a round recorded in the same second may be on either side)."""
+    terminal = manifest.status in ("passed", "failed", "inconclusive")
+    if analysis is None and not terminal:
+        return [None], []
+    before = at = len(rounds)
+    if terminal:
+        until = _time(manifest.updated_at, f"{MANIFEST} updated_at")
+        times = [
+            _time(r.get("recorded_at"), f"{ROUNDS} rounds[{i}].recorded_at")
+            for i, r in enumerate(rounds)
+        ]
+        before = sum(1 for t in times if t < until)
+        at = sum(1 for t in times if t <= until)
+    if analysis is None:
+        return list(range(before, at + 1)), [
+            f"{MANIFEST} is {manifest.status} but the folder has no {ANALYSIS}; the "
+            f"conclusion is the manifest's"
+        ]
+    count = analysis.get("round_count")
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= len(rounds):
+        raise InputError(
+            f"legacy {ANALYSIS} round_count must be a number of rounds from 0 to {len(rounds)}"
+        )
+    if count < len(rounds) or not terminal or at >= count:
+        return [count], []
+    return list(range(before, at + 1)), [
+        f"{ANALYSIS} was rewritten by an analyze after round {count} that the controller "
+        f"refused ({MANIFEST} stayed {manifest.status} from an earlier analyze); the run "
+        f"concluded at that earlier analyze and was reopened"
+    ]
+
+
+REOPEN_REASON = "the JSON-file controller recorded this round after analyze (legacy import)"
+
+
+def _reopen(replay: _Replay, value: dict[str, Any], index: int, conclusion: str) -> None:
+    """The run concluded, and the controller took another round: reopen it first."""
+    at = _time(value.get("recorded_at"), f"{ROUNDS} rounds[{index}].recorded_at")
+    replay.add(RunReopened(conclusion=conclusion, round=index + 1, reason=REOPEN_REASON), at)
+
+
+def _conclude(
+    replay: _Replay, analysis: dict[str, Any] | None, manifest_status: str, updated_at: str
+) -> str:
+    """The run concluded: append RunConcluded and compare it with analysis.json (when that
+    was written at this point) and the manifest's status."""
+    view = replay.view
+    assert view is not None
+    event = conclusion_event(view)
+    if analysis is not None and analysis.get("round_count") == view.run.rounds_recorded:
+        _compare_analysis(replay, analysis, event)
+    if (
+        manifest_status in ("passed", "failed", "inconclusive")
+        and manifest_status != event.conclusion
+    ):
+        replay.problems.append(
+            f"{MANIFEST} status is {manifest_status!r}, but the run concludes {event.conclusion!r}"
+        )
+    replay.add(event, _time(updated_at, f"{MANIFEST} updated_at"))
+    return event.conclusion
+
+
+def _compare_analysis(replay: _Replay, analysis: dict[str, Any], event: Any) -> None:
+    """analysis.json against the conclusion the replay gives at the same point."""
+    expected: dict[str, Any] = {
+        "status": event.conclusion,
+        "target_met": event.target_met,
+        "kept_rounds": event.kept_rounds,
+        "round_count": event.round_count,
+        "needs_diagnosis": event.needs_diagnosis,
+    }
+    for key, mine in expected.items():
+        if key in analysis and analysis[key] != mine:
+            replay.problems.append(f"{ANALYSIS} {key} is {analysis[key]!r}, replay gives {mine!r}")
+    if "status" not in analysis:
+        replay.problems.append(f"{ANALYSIS} has no status")
+    best = analysis.get("best_kernel")
+    if isinstance(best, dict) and best.get("sha256") != event.best_kernel.sha256:
+        replay.problems.append(
+            f"{ANALYSIS} best_kernel.sha256 is {best.get('sha256')!r}, replay gives "
+            f"{event.best_kernel.sha256!r}"
+        )
+    key = "relative_improvement_vs_original"
+    if key in analysis and not _same(analysis[key], event.cumulative_improvement):
+        replay.problems.append(
+            f"{ANALYSIS} {key} is {analysis[key]!r}, replay gives {event.cumulative_improvement!r}"
+        )
