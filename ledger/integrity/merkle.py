@@ -268,22 +268,7 @@ def verify_inclusion(
     >>> verify_inclusion(b"x", 2, 3, inclusion_proof(leaves, 2), root(leaves))
     False
     """
-    if not 0 <= index < size:
-        raise InputError(f"leaf index {index} is outside a tree of size {size}")
-    _check_hashes(proof, root_hash)
-    fn, sn = index, size - 1
-    acc = leaf_hash(leaf_data)
-    for sibling in proof:
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            acc = node_hash(sibling, acc)
-            while not fn & 1 and fn != 0:
-                fn, sn = fn >> 1, sn >> 1
-        else:
-            acc = node_hash(acc, sibling)
-        fn, sn = fn >> 1, sn >> 1
-    return sn == 0 and acc == root_hash
+    return InclusionChecker(size, root_hash).verify(leaf_data, index, proof)
 
 
 class InclusionChecker:
@@ -303,9 +288,8 @@ class InclusionChecker:
     __slots__ = ("_answer", "_proof", "_root", "_size", "_states")
 
     def __init__(self, size: int, root_hash: bytes) -> None:
-        _check_hashes((), root_hash)
         self._size = size
-        self._root = bytes(root_hash)
+        self._root = root_hash
         self._states: list[tuple[int, int, bytes]] = []
         self._proof: list[bytes] = []
         self._answer = False
@@ -316,7 +300,7 @@ class InclusionChecker:
         if not 0 <= index < size:
             raise InputError(f"leaf index {index} is outside a tree of size {size}")
         proof = list(proof)
-        _check_hashes(proof)
+        _check_hashes(proof, self._root)
         before, before_proof = self._states, self._proof
         states: list[tuple[int, int, bytes]] = []
         fn, sn = index, size - 1
