@@ -346,7 +346,7 @@ def create_app(url: str) -> Any:
     def run_charts(data: Any) -> Any:
         """The run's charts, drawn once per state of the run: they are a pure function of
         its events, so (run, version, last hash) names them; the 32 newest are kept."""
-        from ledger.reports.report import charts
+        from ledger.reports.charts import charts
 
         v = data.verification
         key = (data.run_id, v.stream_version, v.last_event_hash)
