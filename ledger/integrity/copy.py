@@ -30,8 +30,9 @@ from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.integrity import merkle
 from ledger.integrity.hashing import ZERO_HASH
 from ledger.integrity.verify import LedgerCheck, ReplayStop
-from ledger.store.eventstore import Store, StoredEvent, event_row, parse_url
+from ledger.store.eventstore import Store, StoredEvent, event_row
 from ledger.store.transfer import copy_recorded_facts, held_rows, insert_blobs, sqlite_file
+from ledger.store.urls import parse_url
 
 BATCH = 1000
 
