@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 
 from benchmarks.common import Section, Series, goal, progress, ratios
-from ledger.store.eventstore import RoundFilter, Store, fetch_rounds, query_rounds, rounds_sql
+from ledger.store.eventstore import Store
+from ledger.store.history import RoundFilter, fetch_rounds, query_rounds, rounds_sql
 
 
 def _filters(sample_run: str, middle: str) -> list[tuple[str, RoundFilter]]:

@@ -34,7 +34,7 @@ def open_service(ctx: typer.Context, *, create: bool = False):
 
 def ledger_url(ctx: typer.Context) -> str:
     """The ledger's URL: --db, else $KERNEL_LEDGER_DB, else the default."""
-    from ledger.store.eventstore import resolve_url
+    from ledger.store.urls import resolve_url
 
     return resolve_url((ctx.obj or {}).get("db"))
 

@@ -154,7 +154,7 @@ def grant(
         else:
             say("\n".join(f"{s};" for s in ("BEGIN", *statements, "COMMIT")))
         return
-    from ledger.store.eventstore import parse_url
+    from ledger.store.urls import parse_url
 
     top = ctx.parent or ctx
     roles.check_grant(parse_url(ledger_url(top)).get_backend_name(), role)  # before opening

@@ -59,7 +59,8 @@ class OpenedOnce(tools.Ledger):
 
     def _open(self, *, create: bool = False):
         if self._store is None:
-            from ledger.store.eventstore import Store, resolve_url
+            from ledger.store.eventstore import Store
+            from ledger.store.urls import resolve_url
 
             self._store = Store(resolve_url(self.url), create=create)
         return self._store

@@ -178,7 +178,7 @@ def noise(ledger: Ledger, run: str, measurements: str) -> Outcome:
 
 def status(ledger: Ledger, run: str | None = None) -> Outcome:
     from ledger.core.projections import as_dict
-    from ledger.store.eventstore import list_runs
+    from ledger.store.history import list_runs
 
     # A read of the projection rows: the store alone, so start-up does not import the
     # service's input models and controller (see docs/benchmarks.md, start-up).
@@ -243,7 +243,7 @@ def history(
     limit: int | None = None,
 ) -> Outcome:
     from ledger.errors import InputError
-    from ledger.store.eventstore import RoundFilter, list_runs, query_rounds
+    from ledger.store.history import RoundFilter, list_runs, query_rounds
 
     if decision is not None and decision.upper() not in DECISIONS:
         raise InputError(f"--decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
@@ -320,7 +320,7 @@ def _like_profile(ledger: Ledger, path: str, kernel_name: str | None, limit: int
     from ledger.core.bottleneck import classify
     from ledger.core.similar import rank
     from ledger.inputs.profiles import load_profile
-    from ledger.store.eventstore import list_runs, rounds_with_bottleneck
+    from ledger.store.history import list_runs, rounds_with_bottleneck
 
     parsed = load_profile(Path(path), kernel_name=kernel_name)
     attribution = classify(parsed.signals, attributes=parsed.attributes)

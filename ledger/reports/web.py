@@ -173,7 +173,7 @@ class Reader:
     def history(self, f: Any) -> tuple[list[Any], dict[str, Any], tuple[str, str, int] | None]:
         from dataclasses import replace
 
-        from ledger.store.eventstore import query_rounds
+        from ledger.store.history import query_rounds
 
         limit = f.limit
         with self.store.transaction() as conn:
@@ -188,7 +188,7 @@ class Reader:
         does for a profile file): same bottleneck class, nearest signals first."""
         from ledger.core.events import ProfileRecorded
         from ledger.core.similar import rank
-        from ledger.store.eventstore import rounds_with_bottleneck
+        from ledger.store.history import rounds_with_bottleneck
 
         with self.store.transaction() as conn:
             record = self.store.read_version(conn, run_id, version)
@@ -256,7 +256,8 @@ def create_app(url: str) -> Any:
     from ledger.core.projections import as_dict
     from ledger.reports import rendering as templates
     from ledger.services.service import LedgerService
-    from ledger.store.eventstore import RoundFilter, Store
+    from ledger.store.eventstore import Store
+    from ledger.store.history import RoundFilter
 
     store = Store(url, create=False, read_only=True)
     reader = Reader(LedgerService(store))
@@ -345,7 +346,7 @@ def create_app(url: str) -> Any:
     def run_charts(data: Any) -> Any:
         """The run's charts, drawn once per state of the run: they are a pure function of
         its events, so (run, version, last hash) names them; the 32 newest are kept."""
-        from ledger.reports.report import charts
+        from ledger.reports.charts import charts
 
         v = data.verification
         key = (data.run_id, v.stream_version, v.last_event_hash)

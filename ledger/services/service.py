@@ -700,7 +700,7 @@ class LedgerService:
         """A round already in the ledger: the answer it got when this same result file was
         recorded (a retry after the commit; nothing is written), else a rejection that
         names its decision."""
-        from ledger.store.eventstore import RoundFilter, query_rounds
+        from ledger.store.history import RoundFilter, query_rounds
 
         with self.store.transaction() as conn:
             version = self.store.nth_version(conn, run.run_id, "RoundSubmitted", round_no)

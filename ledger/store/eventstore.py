@@ -11,7 +11,6 @@ import contextlib
 import errno
 import functools
 import json
-import math
 import os
 import stat
 import uuid
@@ -31,10 +30,8 @@ from sqlalchemy import (
     func,
     select,
     text,
-    tuple_,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
 
 from ledger.core.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
 from ledger.errors import (
@@ -48,72 +45,26 @@ from ledger.errors import (
 from ledger.inputs.jsonio import display
 from ledger.integrity.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.store import schema
+from ledger.store.driver import fetch
+from ledger.store.history import ROUND_BOOLEANS, ROUND_COLUMNS
+from ledger.store.sqlitefile import (
+    companions,
+    creation_prefix,
+    file_identity,
+    free_bytes,
+    ledger_file,
+    other_links,
+    read_only_fs,
+    remove_dead_creations,
+)
 from ledger.store.tables import blobs, events, ledger_info, profiles, rounds, run_cases, runs
+from ledger.store.urls import busy_timeout_s, parse_url
 
 if TYPE_CHECKING:  # the event models are imported when an event is read, not at start-up
     from ledger.core.events import Event
 
-DEFAULT_DB = "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3"
-DEFAULT_BUSY_TIMEOUT_S = 5.0
 PG_APPEND_LOCK = 0x6B6C6564  # "kled": the advisory lock that serializes appends
 LOW_DISK_BYTES = 1024 * 1024  # an I/O error with less free space than this is a full disk
-
-
-def resolve_url(db: str | None) -> str:
-    """--db, else KERNEL_LEDGER_DB, else the default SQLite file under the working directory."""
-    return db or os.environ.get("KERNEL_LEDGER_DB") or DEFAULT_DB
-
-
-_SQLITE_OPTIONS = ("timeout",)
-
-
-def parse_url(url: str, flag: str = "--db") -> Any:
-    """The parsed ledger URL (a SQLAlchemy `URL`) of a backend kernel-ledger runs on; `flag`
-    names the option it came from in the error. A SQLite URL names a file (an in-memory
-    database keeps nothing a command writes) and takes no options but a numeric `timeout`."""
-    shown = display(url)
-    try:
-        parsed = make_url(url)
-        parsed.port  # noqa: B018 - a malformed host or port fails here, not on first use
-    except (sa_exc.ArgumentError, ValueError):
-        raise InputError(f"{flag} {shown!r} is not a database URL") from None
-    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise InputError(f"{flag} must be a sqlite:// or postgresql+psycopg:// URL, not {shown!r}")
-    if any("\x00" in str(part) for part in (parsed.database, parsed.host, parsed.username)):
-        raise InputError(f"{flag} {shown!r} holds a NUL character")
-    if parsed.get_backend_name() == "sqlite":
-        database = parsed.database or ""
-        if not database or database == ":memory:" or database.startswith("file:"):
-            raise InputError(
-                f"{flag} {shown!r} is not a ledger file (an in-memory or URI database keeps "
-                "nothing a command writes); name a file: sqlite:///path/to/ledger.sqlite3"
-            )
-        for key, value in parsed.query.items():
-            if key not in _SQLITE_OPTIONS:
-                raise InputError(
-                    f"{flag} {shown!r}: the SQLite URL option {key!r} is not supported "
-                    "(only timeout=SECONDS)"
-                )
-            try:
-                seconds = float(value) if isinstance(value, str) else math.nan
-            except ValueError:
-                seconds = math.nan
-            if not 0 <= seconds <= 3600:
-                raise InputError(f"{flag} {shown!r}: timeout must be 0 to 3600 seconds")
-    return parsed
-
-
-def busy_timeout_s() -> float:
-    raw = os.environ.get("KERNEL_LEDGER_BUSY_TIMEOUT")
-    if raw is None:
-        return DEFAULT_BUSY_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InputError("KERNEL_LEDGER_BUSY_TIMEOUT must be a number of seconds") from None
-    if not 0 <= value <= 3600:
-        raise InputError("KERNEL_LEDGER_BUSY_TIMEOUT must be between 0 and 3600 seconds")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +187,7 @@ class Store:
         self.dialect = parsed.get_backend_name()
         self.shown_url = parsed.render_as_string(hide_password=True)
         self.timeout = busy_timeout_s()
-        self.path = _sqlite_file(parsed) if self.dialect == "sqlite" else None
+        self.path = ledger_file(parsed) if self.dialect == "sqlite" else None
         if self.path is not None:
             parsed = parsed.set(database=str(self.path))  # exactly the file inspected here
             if self._inspect_file(create=create):
@@ -260,7 +211,7 @@ class Store:
         try:
             info = path.stat()
         except FileNotFoundError:
-            leftovers = [p for p in _companions(path) if os.path.lexists(p)]
+            leftovers = [p for p in companions(path) if os.path.lexists(p)]
             if leftovers:
                 raise StoreUnavailable(
                     f"the ledger file {display(path)} is missing but {display(leftovers[0])} "
@@ -286,7 +237,7 @@ class Store:
             ) from None
         if not stat.S_ISREG(info.st_mode):
             raise StoreUnavailable(f"the ledger path {display(path)} is not a regular file")
-        if info.st_nlink > 1 and _other_links(path, info) > 0:
+        if info.st_nlink > 1 and other_links(path, info) > 0:
             raise StoreUnavailable(
                 f"the ledger file {display(path)} has {info.st_nlink} hard links: SQLite keeps "
                 "a write-ahead log per name, so appends made under one name can be lost "
@@ -305,8 +256,8 @@ class Store:
     def _create_sqlite_ledger(self, parsed, path: Path) -> None:
         """Make a new ledger at head beside `path`, then link it into place: no process ever
         sees a half-made ledger (or an empty file) at `path`."""
-        _remove_dead_creations(path)
-        temp = path.with_name(f"{_creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        remove_dead_creations(path)
+        temp = path.with_name(f"{creation_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.engine = self._engine(parsed.set(database=str(temp)))
         try:
             with self.transaction(write=True) as conn:
@@ -325,7 +276,7 @@ class Store:
                     os.replace(temp, path)
         finally:
             self.engine.dispose()
-            for leftover in (temp, *_companions(temp)):
+            for leftover in (temp, *companions(temp)):
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
 
@@ -361,7 +312,7 @@ class Store:
                 cursor.execute("PRAGMA foreign_keys = ON")
                 cursor.close()
                 if self.path is not None:  # which file this connection has open
-                    record.info["ledger_file"] = (database, _file_identity(Path(database)))
+                    record.info["ledger_file"] = (database, file_identity(Path(database)))
 
             @event.listens_for(engine, "begin")
             def _begin(conn: Connection) -> None:
@@ -477,7 +428,7 @@ class Store:
         """Before a commit: the file this connection writes must still be the ledger file.
         A ledger deleted or replaced while in use would take the append with it."""
         opened = conn.info.get("ledger_file")
-        if opened is not None and _file_identity(Path(opened[0])) != opened[1]:
+        if opened is not None and file_identity(Path(opened[0])) != opened[1]:
             raise StoreUnavailable(
                 f"the ledger file {display(opened[0])} was deleted or replaced while this "
                 "command was using it; nothing was written"
@@ -505,7 +456,7 @@ class Store:
         text_ = _describe(exc)
         where = f"the ledger at {self.shown_url}"
         folder = self.path.parent
-        free = _free_bytes(folder)
+        free = free_bytes(folder)
         if name.startswith("SQLITE_FULL") or (
             name.startswith("SQLITE_IOERR") and free is not None and free < LOW_DISK_BYTES
         ):
@@ -514,7 +465,7 @@ class Store:
                 "nothing was written, free some space and retry"
             )
         if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
-            if _read_only_fs(folder):
+            if read_only_fs(folder):
                 why = f"the file system holding {display(folder)} is mounted read-only"
             elif not os.access(folder, os.W_OK):
                 why = f"the folder {display(folder)} is not writable"
@@ -752,6 +703,10 @@ class Store:
     def event_count(self, conn: Connection) -> int:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
 
+    def last_seq(self, conn: Connection) -> int:
+        """The highest seq stored (0 for an empty log)."""
+        return conn.execute(_LAST_SEQ).scalar_one()
+
     def ledger_id(self, conn: Connection) -> str:
         found = conn.execute(
             select(ledger_info.c.value).where(ledger_info.c.key == "ledger_id")
@@ -816,11 +771,11 @@ class Store:
     # --- projections ---------------------------------------------------------------------
 
     def load_view(self, conn: Connection, run_id: str) -> RunView | None:
-        # read with the driver's cursor (`_fetch`): `verify` reads every run's rows back
-        found = _fetch(conn, _RUN_ROW, {"run": run_id}, _RUN_BOOLEANS)
+        # read with the driver's cursor (`fetch`): `verify` reads every run's rows back
+        found = fetch(conn, _RUN_ROW, {"run": run_id}, _RUN_BOOLEANS)
         if not found:
             return None
-        cases = _fetch(conn, _CASE_ROWS, {"run": run_id}, ())
+        cases = fetch(conn, _CASE_ROWS, {"run": run_id}, ())
         return RunView(run=RunRow(*found[0]), cases=tuple(CaseRow(*c) for c in cases))
 
     def save_view(self, conn: Connection, before: RunView | None, after: RunView) -> None:
@@ -851,8 +806,8 @@ class Store:
         view = self.load_view(conn, run_id)
         if view is None:
             return None
-        rows = _fetch(conn, _RUN_ROUNDS, {"run": run_id}, _ROUND_BOOLEANS)
-        found = _fetch(conn, _RUN_PROFILES, {"run": run_id}, ())
+        rows = fetch(conn, _RUN_ROUNDS, {"run": run_id}, ROUND_BOOLEANS)
+        found = fetch(conn, _RUN_PROFILES, {"run": run_id}, ())
         return RunView(
             run=view.run,
             cases=view.cases,
@@ -863,102 +818,6 @@ class Store:
     def clear_projections(self, conn: Connection) -> None:
         for table in (profiles, rounds, run_cases, runs):
             conn.execute(table.delete())
-
-
-def _sqlite_file(parsed) -> Path | None:
-    """The file of a SQLite URL; None for in-memory and `file:` URI databases."""
-    database = parsed.database or ""
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return None
-    return Path(database).expanduser().absolute()
-
-
-def _companions(path: Path) -> tuple[Path, Path]:
-    return Path(f"{path}-wal"), Path(f"{path}-shm")
-
-
-def _creation_prefix(path: Path) -> str:
-    """The name a new ledger is made under before it is linked into place: the prefix,
-    followed by the creating process's id, a dash and a random tag."""
-    return f".{path.name}.new-"
-
-
-def _creations(path: Path) -> Iterator[tuple[Path, int]]:
-    """The files a ledger creation at `path` made (companions included), with the id of the
-    process that made them."""
-    prefix = _creation_prefix(path)
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(prefix):
-            continue
-        pid, _, _ = entry.name[len(prefix) :].partition("-")
-        if pid.isdigit():
-            yield Path(entry.path), int(pid)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
-def _remove_dead_creations(path: Path) -> None:
-    """Delete what an interrupted creation (a process killed while it made the ledger) left
-    beside `path`; the files of a creation still under way are kept."""
-    for leftover, pid in _creations(path):
-        if not _alive(pid):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
-
-
-def _other_links(path: Path, info: os.stat_result) -> int:
-    """How many hard links of the ledger file are not its own creation name: a creation
-    links its new file into place and then removes the temporary name (a dead creation's
-    name is removed here)."""
-    others = info.st_nlink - 1
-    for leftover, pid in _creations(path):
-        try:
-            same = leftover.stat().st_ino == info.st_ino and leftover.stat().st_dev == info.st_dev
-        except OSError:
-            continue
-        if same:
-            others -= 1
-            if not _alive(pid):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
-    return others
-
-
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _free_bytes(folder: Path) -> int | None:
-    try:
-        info = os.statvfs(folder)
-    except OSError:
-        return None
-    return info.f_bavail * info.f_frsize
-
-
-def _read_only_fs(folder: Path) -> bool:
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
 
 
 _EVENT_COLUMN_NAMES = ", ".join(c.name for c in EVENT_COLUMNS)
@@ -1042,27 +901,14 @@ _CASE_ROWS = (
     .where(run_cases.c.run_id == bindparam("run"))
     .order_by(run_cases.c.position)
 )
-# Projection rows are read positionally, in the order of their dataclass's fields: building
-# them from mappings cost more than the query itself for the small results history returns.
-_ROUND_COLUMNS = tuple(rounds.c[name] for name in RoundRow._fields)
-_ROUND_BOOLEANS = tuple(
-    i for i, column in enumerate(_ROUND_COLUMNS) if column.type.python_type is bool
-)
-_WITH_BOTTLENECK = (
-    select(*_ROUND_COLUMNS)
-    .where(rounds.c.bottleneck == bindparam("bottleneck"))
-    .order_by(rounds.c.recorded_at.desc())
-    .limit(bindparam("n"))
-)
 _RUN_ROUNDS = (
-    select(*_ROUND_COLUMNS).where(rounds.c.run_id == bindparam("run")).order_by(rounds.c.round)
+    select(*ROUND_COLUMNS).where(rounds.c.run_id == bindparam("run")).order_by(rounds.c.round)
 )
 _RUN_PROFILES = (
     select(*(profiles.c[name] for name in ProfileRow.__slots__))
     .where(profiles.c.run_id == bindparam("run"))
     .order_by(profiles.c.stream_version)
 )
-_ALL_RUNS = select(*(runs.c[name] for name in RunRow.__slots__)).order_by(runs.c.planned_at)
 _RUN_VALUES = attrgetter(*RunRow.__slots__)
 _CASE_VALUES = attrgetter(*CaseRow.__slots__)
 _PROFILE_VALUES = attrgetter(*ProfileRow.__slots__)
@@ -1093,161 +939,3 @@ def insert_events_sql(conn: Connection) -> str:
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     marks = ", ".join([mark] * len(EVENT_COLUMNS))
     return f"INSERT INTO events ({_EVENT_COLUMN_NAMES}) VALUES ({marks})"
-
-
-@dataclass(frozen=True, slots=True)
-class RoundFilter:
-    run_id: str | None = None
-    op_name: str | None = None
-    soc: str | None = None
-    decision: str | None = None
-    bottleneck: str | None = None
-    mechanism: str | None = None
-    search: str | None = None
-    since: str | None = None
-    until: str | None = None
-    limit: int | None = None
-    after: tuple[str, str, int] | None = None  # keyset: (recorded_at, run_id, round) of a row
-
-
-def query_rounds(conn: Connection, f: RoundFilter) -> list[RoundRow]:
-    """Rounds across runs from the indexed projection table, oldest first."""
-    sql, params = rounds_sql(conn, f)
-    return fetch_rounds(conn, sql, params)
-
-
-def rounds_sql(conn: Connection, f: RoundFilter) -> tuple[str, Any]:
-    """The SQL text of `query_rounds` for this connection's driver, and its parameters in
-    the driver's own style (the benchmarks also run it without indexes)."""
-    statement, values = rounds_query(f)
-    return _driver_sql(conn, statement, values)
-
-
-def _driver_sql(conn: Connection, statement: Any, values: dict[str, Any]) -> tuple[str, Any]:
-    """A statement built once (module level or cached) compiled once per driver, and its
-    parameter values in that driver's style."""
-    dialect = conn.dialect
-    key = (dialect.name, dialect.paramstyle, statement)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        done = statement.compile(dialect=dialect)
-        # the binds SQLAlchemy adds itself (SQLite's "OFFSET ?") keep their compiled values
-        defaults = done.params
-        compiled = _COMPILED[key] = (
-            str(done),
-            defaults,
-            done.positiontup if done.positional else None,
-        )
-    sql, defaults, order = compiled
-    if order is None:
-        return sql, {**defaults, **values}
-    return sql, tuple(values[name] if name in values else defaults[name] for name in order)
-
-
-_COMPILED: dict[tuple[str, str, Any], tuple[str, dict[str, Any], Any]] = {}
-
-
-def _fetch(
-    conn: Connection, statement: Any, values: dict[str, Any], booleans: Sequence[int]
-) -> list[Sequence[Any]]:
-    """The rows of a statement built once, read with the driver's cursor (`_driver_rows`),
-    the columns at `booleans` made bool as SQLAlchemy made them."""
-    rows = _driver_rows(conn, *_driver_sql(conn, statement, values))
-    if not booleans or conn.dialect.name != "sqlite":
-        return rows
-    return [_with_booleans(row, booleans) for row in rows]
-
-
-def _driver_rows(conn: Connection, sql: str, params: Any) -> list[Sequence[Any]]:
-    """Rows read with the driver's cursor: SQLAlchemy's result rows (a row object and type
-    processing per row) cost as much as SQLite's own work on an indexed query. Driver
-    errors are raised as SQLAlchemy's, so `Store.transaction` reports them as it does
-    every other."""
-    dbapi = conn.dialect.loaded_dbapi
-    try:
-        with contextlib.closing(conn.connection.cursor()) as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-    except dbapi.Error as exc:
-        raise sa_exc.DBAPIError.instance(sql, params, exc, dbapi.Error) from exc
-
-
-def _with_booleans(row: Sequence[Any], booleans: Sequence[int]) -> list[Any]:
-    values = list(row)
-    for i in booleans:
-        if values[i] is not None:
-            values[i] = bool(values[i])
-    return values
-
-
-def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
-    """Rounds from a SELECT of `_ROUND_COLUMNS`, read with the driver's cursor (history
-    returns hundreds of rows at a time). The one conversion SQLAlchemy did is done here:
-    SQLite returns booleans as 0 and 1."""
-    rows = _driver_rows(conn, sql, params)
-    if conn.dialect.name != "sqlite":
-        return list(map(RoundRow._make, rows))
-    return [RoundRow._make(_with_booleans(row, _ROUND_BOOLEANS)) for row in rows]
-
-
-# (filter field, how it compares); a query's shape is which of them are set.
-_ROUND_FILTERS = (
-    ("run_id", lambda v: rounds.c.run_id == v),
-    ("op_name", lambda v: rounds.c.op_name == v),
-    ("soc", lambda v: rounds.c.soc == v),
-    ("decision", lambda v: rounds.c.decision == v),
-    ("mechanism", lambda v: rounds.c.mechanism == v),
-    ("bottleneck", lambda v: rounds.c.bottleneck == v),
-    ("since", lambda v: rounds.c.recorded_at >= v),
-    ("until", lambda v: rounds.c.recorded_at < v),
-    (
-        "search",
-        lambda v: rounds.c.hypothesis.ilike(v, escape="\\") | rounds.c.change.ilike(v, escape="\\"),
-    ),
-)
-
-
-def rounds_query(f: RoundFilter) -> tuple[Any, dict[str, Any]]:
-    """The SELECT behind `query_rounds` and its parameter values (the benchmarks also run it
-    without indexes). One statement per combination of filters, built once: a history query
-    then costs SQLAlchemy no statement building or cache-key work, only the query itself."""
-    values: dict[str, Any] = {}
-    for name, _ in _ROUND_FILTERS:
-        value = getattr(f, name)
-        if value is not None and (name != "search" or value):
-            values[name] = value
-    if "search" in values:
-        escaped = values["search"].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        values["search"] = f"%{escaped}%"
-    if f.after is not None:
-        values["after_at"], values["after_run"], values["after_round"] = f.after
-    if f.limit is not None:
-        values["limit"] = f.limit
-    return _rounds_statement(frozenset(values)), values
-
-
-@functools.cache
-def _rounds_statement(shape: frozenset[str]):
-    query = select(*_ROUND_COLUMNS)
-    for name, condition in _ROUND_FILTERS:
-        if name in shape:
-            query = query.where(condition(bindparam(name)))
-    if "after_at" in shape:  # the next page: rows after this one in the query's order
-        query = query.where(
-            tuple_(rounds.c.recorded_at, rounds.c.run_id, rounds.c.round)
-            > tuple_(bindparam("after_at"), bindparam("after_run"), bindparam("after_round"))
-        )
-    query = query.order_by(rounds.c.recorded_at, rounds.c.run_id, rounds.c.round)
-    if "limit" in shape:
-        query = query.limit(bindparam("limit"))
-    return query
-
-
-def list_runs(conn: Connection) -> list[RunRow]:
-    return [RunRow(*r) for r in conn.execute(_ALL_RUNS)]
-
-
-def rounds_with_bottleneck(conn: Connection, bottleneck: str, limit: int) -> list[RoundRow]:
-    """The newest rounds whose starting profile had this bottleneck class (indexed)."""
-    sql, params = _driver_sql(conn, _WITH_BOTTLENECK, {"bottleneck": bottleneck, "n": limit})
-    return fetch_rounds(conn, sql, params)

@@ -12,6 +12,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from ledger.errors import CheckFailed
+from ledger.store.sqlitefile import ledger_file
 from ledger.store.tables import PROJECTION_TABLES, blobs, ledger_info, metadata
 
 # copied by the caller: events through the one writer, blobs a page at a time
@@ -30,12 +31,10 @@ def sqlite_file(url: str) -> Path | None:
         parsed = make_url(url)
     except sa_exc.ArgumentError:
         return None
-    database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+    if parsed.get_backend_name() != "sqlite":
         return None
-    if database.startswith("file:"):
-        return None
-    return Path(database).expanduser().resolve()
+    path = ledger_file(parsed)
+    return None if path is None else path.resolve()
 
 
 def held_rows(conn: Connection) -> dict[str, int]:

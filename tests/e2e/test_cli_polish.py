@@ -37,7 +37,7 @@ def test_bare_commands_print_their_help_once(sqlite_url):
     assert "<bool>" not in top and "{" not in top and "[[" not in top
     assert "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3\n" in top
     from cli.app import DEFAULT_DB
-    from ledger.store.eventstore import DEFAULT_DB as STORE_DEFAULT
+    from ledger.store.urls import DEFAULT_DB as STORE_DEFAULT
 
     assert DEFAULT_DB == STORE_DEFAULT
     assert cli("profile", "--help", db=False).stdout.startswith(

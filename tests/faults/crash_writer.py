@@ -37,7 +37,8 @@ ROUNDS_PER_RUN = 8
 def writer(url: str, work: Path, files: Files, seed: int, out: int) -> None:
     """One writer: append until killed. Never returns normally."""
     from ledger.services.service import LedgerService
-    from ledger.store.eventstore import Store, list_runs
+    from ledger.store.eventstore import Store
+    from ledger.store.history import list_runs
 
     rng = random.Random(seed)
     store = Store(url)

@@ -12,9 +12,9 @@ from benchmarks.workload import BulkWriter, Generator, Shape
 from ledger.core.projections import RoundRow
 from ledger.errors import StoreUnavailable
 from ledger.integrity.verify import verify_ledger
-from ledger.store.eventstore import (
+from ledger.store.eventstore import Store
+from ledger.store.history import (
     RoundFilter,
-    Store,
     fetch_rounds,
     query_rounds,
     rounds_query,

@@ -12,8 +12,9 @@ from alembic.script import ScriptDirectory
 
 from ledger.errors import SchemaOutOfDate, StoreUnavailable
 from ledger.store import schema
-from ledger.store.eventstore import DEFAULT_DB, Store
+from ledger.store.eventstore import Store
 from ledger.store.tables import metadata
+from ledger.store.urls import DEFAULT_DB
 
 
 def test_head_revision_constant_matches_migrations():
@@ -39,7 +40,7 @@ def test_new_sqlite_ledger_created_at_head_with_folders(tmp_path):
 def test_default_path_is_relative_to_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KERNEL_LEDGER_DB", raising=False)
-    from ledger.store.eventstore import resolve_url
+    from ledger.store.urls import resolve_url
 
     assert resolve_url(None) == DEFAULT_DB
     Store(resolve_url(None)).close()
