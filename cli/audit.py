@@ -17,7 +17,7 @@ from cli.common import (
     open_store,
     run_use_case,
 )
-from cli.output import emit_json, error, progress, say, terminal_safe
+from cli.output import emit_json, error, plural, progress, say, terminal_safe
 
 CHECKPOINT = typer.Option(
     None,
@@ -114,17 +114,19 @@ def verify(
         emit_json(out.document)
     elif kind == "chain" and report.ok:
         say(
-            f"chain verified: {report.events_checked} events in {report.runs_checked} runs; "
+            f"chain verified: {plural(report.events_checked, 'event')} in "
+            f"{plural(report.runs_checked, 'run')}; "
             f"checks {', '.join(report.checks)} all ok"
         )
     elif kind == "bundle" and report.ok:
         say(
-            f"bundle verified: run {report.run_id}, {report.events_checked} events and "
-            f"{report.blobs_checked} files, all in the tree of {report.tree_size} events of "
+            f"bundle verified: run {report.run_id}, {plural(report.events_checked, 'event')} and "
+            f"{plural(report.blobs_checked, 'file')}, all in the tree of "
+            f"{plural(report.tree_size, 'event')} of "
             f"{report.origin} ({report.root})"
         )
         if report.pinned is not None:
-            say(f"pinned checkpoint of {report.pinned['size']} events holds")
+            say(f"pinned checkpoint of {plural(report.pinned['size'], 'event')} holds")
     elif kind == "ledger":
         _say_verified(report)
     if out.failure is not None:
@@ -136,11 +138,11 @@ def _say_verified(report) -> None:
     if report.chain_ok and report.first_failure is None:
         checks = report.checks()
         say(
-            f"verified: {report.ledger.events_checked} events in {report.ledger.runs_checked} "
-            f"runs; checks {', '.join(checks)} all ok"
+            f"verified: {plural(report.ledger.events_checked, 'event')} in "
+            f"{plural(report.ledger.runs_checked, 'run')}; checks {', '.join(checks)} all ok"
         )
     if report.pinned is not None and report.pinned.status == "ok":
-        say(f"checkpoint of {report.pinned.size} events holds ({report.pinned.root})")
+        say(f"checkpoint of {plural(report.pinned.size, 'event')} holds ({report.pinned.root})")
     for warning in report.ledger.warnings:
         say(f"warning: {warning}")
     if report.artifacts is not None:
@@ -270,8 +272,10 @@ def export(
         )
     else:
         say(
-            f"exported run {result.run_id}: {result.events} events and {result.blobs} files to "
-            f"{result.path}, proven in the tree of {result.tree_size} events ({result.root})"
+            f"exported run {result.run_id}: {plural(result.events, 'event')} and "
+            f"{plural(result.blobs, 'file')} to "
+            f"{result.path}, proven in the tree of {plural(result.tree_size, 'event')} "
+            f"({result.root})"
         )
 
 
@@ -335,7 +339,8 @@ def import_(
         )
     elif result.events_imported:
         say(
-            f"imported run {result.run_id} from {result.origin}: {result.events_imported} events "
+            f"imported run {result.run_id} from {result.origin}: "
+            f"{plural(result.events_imported, 'event')} "
             f"(seq {result.first_seq}-{result.last_seq})"
         )
     else:
@@ -397,8 +402,9 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
         elif result.concluded:
             concluded = f", concluded {result.conclusion}"
         say(
-            f"imported legacy run {result.run_id}: {result.rounds} rounds "
-            f"({', '.join(result.decisions) or 'none'}), {result.events} events" + concluded
+            f"imported legacy run {result.run_id}: {plural(result.rounds, 'round')} "
+            f"({', '.join(result.decisions) or 'none'}), {plural(result.events, 'event')}"
+            + concluded
         )
     else:
         say(f"legacy run {result.run_id} is already in the ledger; nothing to import")

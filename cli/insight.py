@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from cli.common import JSON, run_use_case
-from cli.output import emit_json, pct, say, table
+from cli.output import emit_json, pct, plural, say, table
 
 
 def register(app: typer.Typer) -> None:
@@ -50,7 +50,8 @@ def profile(
         emit_json(out.document)
         return
     event, attribution = out.value, out.document["attribution"]
-    say(f"profile of {event.kernel_sha256[:12]} ({event.format}): {len(event.signals)} signals")
+    signals = plural(len(event.signals), "signal")
+    say(f"profile of {event.kernel_sha256[:12]} ({event.format}): {signals}")
     say(f"bottleneck: {attribution.get('bottleneck')}")
     for line in attribution.get("evidence", []):
         say(f"  - {line}")

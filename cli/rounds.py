@@ -36,7 +36,8 @@ def plan(
     result = out.value
     what = "checked (nothing written)" if dry_run else "planned"
     say(
-        f"{what} run {result.run_id}: {result.case_count} cases, kernel {result.kernel_sha256[:12]}"
+        f"{what} run {result.run_id}: {plural(result.case_count, 'case')}, "
+        f"kernel {result.kernel_sha256[:12]}"
     )
     for warning in result.warnings:
         say(f"warning: {warning}")

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from cli.common import JSON, input_path, run_use_case
-from cli.output import emit_json, pct, say
+from cli.output import emit_json, pct, plural, say
 
 
 def register(app: typer.Typer) -> None:
@@ -39,7 +39,7 @@ def noise(
         return
     result = out.value
     state = (
-        f"drift sigma {result['drift_sigma']:.4g} from {result['drift_pairs']} pairs"
+        f"drift sigma {result['drift_sigma']:.4g} from {plural(result['drift_pairs'], 'pair')}"
         if result["drift_estimated"]
         else f"drift unestimated ({result['drift_pairs']} usable pairs; 5 needed)"
     )
