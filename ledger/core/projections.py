@@ -236,6 +236,45 @@ def fold_into(view: RunView | None, events: Iterable[tuple[int, str, Event]]) ->
     return work.view()
 
 
+class RunFold:
+    """One run's projection folded one event at a time, as `apply` folds it, for a reader
+    that reads the view only at some events (the replay verifier reads it before a
+    submission, a decision, a conclusion or a reopening): the events go into one mutable
+    working copy, and the frozen view is built when it is read, not after every event.
+
+    An event that does not fold raises `ProjectionError` as `apply` does; the fold is then
+    not to be used further (the caller stops at that event)."""
+
+    __slots__ = ("_view", "_work")
+
+    def __init__(self, view: RunView | None = None) -> None:
+        """Continue from `view` (the run's rows so far), or from nothing."""
+        self._view = view
+        self._work = _Working(view) if view is not None else None
+
+    def apply(self, version: int, at: str, event: Event) -> None:
+        work = self._work
+        if work is None:
+            view = fold_into(None, ((version, at, event),))
+            self._view, self._work = view, _Working(view)
+            return
+        handler = _HANDLERS.get(event.event_type)
+        if handler is None:
+            raise ProjectionError(f"no projection handler for {event.event_type}")
+        self._view = None
+        work.run["stream_version"] = version
+        work.run["updated_at"] = at
+        handler(work, version, at, event)
+
+    @property
+    def view(self) -> RunView | None:
+        """The view after every event applied so far (None before the first)."""
+        if self._view is None and self._work is not None:
+            self._view = self._work.view()
+            self._work.rebase(self._view)
+        return self._view
+
+
 def _new(cls: type, getters: tuple[Callable[..., None], ...]) -> Callable[[Iterable[Any]], Any]:
     """A constructor of a frozen, slotted row from its field values in order, without
     `__init__`'s one `object.__setattr__` per field (this runs for every event folded)."""
@@ -275,6 +314,13 @@ class _Working:
         self.profiles: list[ProfileRow] = []
         self.submitted = view.pending.submitted
         self.validation_status = view.pending.validation_status
+
+    def rebase(self, view: RunView) -> None:
+        """Continue from `view`, which `self.view()` just built (the working copy's run,
+        cases and pending round are its own already)."""
+        self.base = view
+        self.rounds = []
+        self.profiles = []
 
     def view(self) -> RunView:
         base = self.base

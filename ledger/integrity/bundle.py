@@ -372,11 +372,13 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
     replay = RunReplay()
     records: list[StoredEvent] = []
     last_seq = 0
+    inclusion = merkle.InclusionChecker(cp.size, cp.root)
+    known: dict[str, bytes] = {}  # proof hashes already read, as bytes
     for _ in range(counts[0]):
         number, value, body = next(numbered, (number + 1, None, b""))
         if value is None or value.get("type") != "event":
             raise _bad("format", f"line {number}: expected event {len(records) + 1} of {counts[0]}")
-        e, proof = _event(number, value, header["run_id"], body)
+        e, proof = _event(number, value, header["run_id"], body, known)
         if e.seq <= last_seq or e.seq > cp.size:
             raise _bad(
                 "format",
@@ -385,9 +387,7 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
         last_seq = e.seq
         try:
             event = replay.check(e, value["payload"])  # its bytes: canonical, as the line is
-            if not merkle.verify_inclusion(
-                bytes.fromhex(e.event_hash), e.seq - 1, cp.size, proof, cp.root
-            ):
+            if not inclusion.verify(bytes.fromhex(e.event_hash), e.seq - 1, proof):
                 raise _bad(
                     "inclusion",
                     f"the inclusion proof of event seq {e.seq} does not lead to the "
@@ -520,8 +520,28 @@ def _header(
     return cp, (header["events"], header["blobs"]), heads
 
 
+def _proof(number: int, values: Any, known: dict[str, bytes]) -> list[bytes]:
+    """An event's inclusion proof as bytes (see `_hashes`); the hashes met on earlier lines
+    are taken from `known` (consecutive events share most of their proofs), the others are
+    checked and added to it."""
+    if type(values) is not list:
+        return _hashes(number, values, "proof")
+    out = []
+    for value in values:
+        try:
+            digest = known.get(value)
+        except TypeError:  # unhashable: not a string
+            digest = None
+        if digest is None:
+            if not isinstance(value, str) or not _HEX64.fullmatch(value):
+                raise _bad("format", f"line {number}: proof must be a list of 64-hex hashes")
+            digest = known[value] = bytes.fromhex(value)
+        out.append(digest)
+    return out
+
+
 def _event(
-    number: int, value: dict[str, Any], run_id: str, body: bytes
+    number: int, value: dict[str, Any], run_id: str, body: bytes, known: dict[str, bytes]
 ) -> tuple[StoredEvent, list[bytes]]:
     _keys(number, value, EVENT_KEYS, "event")
     for key in ("seq", "stream_version", "schema_version"):
@@ -536,7 +556,7 @@ def _event(
         raise _bad("format", f"line {number}: the event belongs to another run than the header's")
     if not isinstance(value["payload"], dict):
         raise _bad("format", f"line {number}: payload must be a JSON object")
-    proof = _hashes(number, value["proof"], "proof")
+    proof = _proof(number, value["proof"], known)
     e = StoredEvent(
         seq=value["seq"],
         event_id=value["event_id"],

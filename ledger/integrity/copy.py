@@ -26,7 +26,6 @@ from typing import Any
 
 from ledger.core import projections
 from ledger.core.events import Event
-from ledger.core.projections import RunView
 from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.integrity import merkle
 from ledger.integrity.hashing import ZERO_HASH
@@ -84,20 +83,20 @@ def copy_ledger(
         folds = _Folds(target, dst)
         check = LedgerCheck()
         writer = _Writer(target, dst)
-        page: list[tuple[StoredEvent, Event]] = []
+        page: list[StoredEvent] = []
         for e in source.iter_events(src, batch=BATCH):
-            page.append((e, _checked(check, e)))
+            event = _checked(check, e)
+            page.append(e)
             tree.append(bytes.fromhex(e.event_hash))
             _digest_row(digest, event_row(e))
             if len(page) == BATCH:
                 writer.write(page)
-                folds.add(page)
                 page = []
                 if on_progress is not None:
                     on_progress(tree.size, total)
+            folds.add(e, event)
         if page:
             writer.write(page)
-            folds.add(page)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         folds.finish()
         _check_read_back(target, dst, tree.size, digest.digest(), blob_count, blob_digest)
@@ -127,8 +126,8 @@ class _Writer:
         self.heads: dict[str, tuple[int, str]] = {}
         self.seq = 0
 
-    def write(self, page: list[tuple[StoredEvent, Event]]) -> None:
-        for stream_id, events in groupby((e for e, _ in page), key=attrgetter("stream_id")):
+    def write(self, page: list[StoredEvent]) -> None:
+        for stream_id, events in groupby(page, key=attrgetter("stream_id")):
             batch = list(events)
             first = batch[0]
             if first.seq != self.seq + 1:
@@ -171,61 +170,60 @@ def _refuse_unless_empty(target: Store, conn: Any) -> None:
 
 
 class _Folds:
-    """The projection rows of the copied runs, folded a page of events at a time: each run's
-    events of a page in one `fold_into` call, not one view per event. A run's rows are
-    written as soon as it concludes and its view let go, so memory holds the runs still open
-    (an event for a concluded run reads that run's rows back from the target first)."""
+    """The projection rows of the copied runs, each run folded one event at a time as its
+    events are checked (`projections.RunFold`: one working copy per run, no view per
+    event), so no parsed event outlives its fold. A run's rows are written as soon as it
+    concludes and its fold let go, so memory holds the runs still open (an event for a
+    concluded run reads that run's rows back from the target first)."""
 
     def __init__(self, target: Store, dst: Any) -> None:
         self.target = target
         self.dst = dst
-        self.open: dict[str, RunView] = {}
+        self.open: dict[str, projections.RunFold] = {}
         self.written: set[str] = set()
 
     @property
     def runs(self) -> int:
         return len(self.open) + len(self.written)
 
-    def add(self, page: list[tuple[StoredEvent, Event]]) -> None:
-        by_run: dict[str, list[tuple[StoredEvent, Event]]] = {}
-        for item in page:
-            by_run.setdefault(item[0].stream_id, []).append(item)
-        for run_id, found in by_run.items():
+    def add(self, e: StoredEvent, event: Event) -> None:
+        run_id = e.stream_id
+        fold = self.open.get(run_id)
+        if fold is None:
             if run_id in self.written:  # an event after the run concluded: its rows so far
                 before = self.target.load_view(self.dst, run_id)
-                self.target.save_view(self.dst, before, _fold(before, found))
-                continue
-            after = _fold(self.open.pop(run_id, None), found)
-            if after.concluded:
-                self.target.save_view(self.dst, None, after)
+                fold = projections.RunFold(before)
+                _fold(fold, e, event)
+                assert fold.view is not None
+                self.target.save_view(self.dst, before, fold.view)
+                return
+            fold = self.open[run_id] = projections.RunFold()
+        _fold(fold, e, event)
+        if event.event_type == "RunConcluded":
+            view = fold.view
+            assert view is not None
+            if view.concluded:
+                self.target.save_view(self.dst, None, view)
                 self.written.add(run_id)
-            else:
-                self.open[run_id] = after
+                del self.open[run_id]
 
     def finish(self) -> None:
-        for view in self.open.values():
-            self.target.save_view(self.dst, None, view)
+        for fold in self.open.values():
+            assert fold.view is not None
+            self.target.save_view(self.dst, None, fold.view)
         self.written.update(self.open)
         self.open.clear()
 
 
-def _fold(view: RunView | None, found: list[tuple[StoredEvent, Event]]) -> RunView:
+def _fold(fold: projections.RunFold, e: StoredEvent, event: Event) -> None:
     try:
-        return projections.fold_into(
-            view, ((e.stream_version, e.recorded_at, event) for e, event in found)
-        )
-    except (LedgerError, ValueError):
-        pass
-    for e, event in found:  # name the event that does not fold
-        try:
-            view = projections.apply(view, e.stream_version, e.recorded_at, event)
-        except (LedgerError, ValueError) as exc:
-            raise CheckFailed(
-                f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) "
-                f"does not fold into its run ({' '.join(str(exc).split())[:200]}); run verify "
-                "on it. Nothing was written"
-            ) from None
-    raise AssertionError("a batch that failed to fold folded one event at a time")
+        fold.apply(e.stream_version, e.recorded_at, event)
+    except (LedgerError, ValueError) as exc:
+        raise CheckFailed(
+            f"the source ledger's event seq {e.seq} ({e.stream_id} v{e.stream_version}) "
+            f"does not fold into its run ({' '.join(str(exc).split())[:200]}); run verify "
+            "on it. Nothing was written"
+        ) from None
 
 
 def _copy_blobs(rows: Iterable[tuple[str, bytes]], dst: Any) -> tuple[int, bytes]:
@@ -254,9 +252,13 @@ def _check_read_back(
     """Read the copy back inside its own transaction: it must be the source, byte for byte."""
     digest = hashlib.sha256()
     seen = 0
-    for e in target.iter_events(dst, batch=BATCH):
-        _digest_row(digest, event_row(e))
-        seen += 1
+    for page in target.iter_event_pages(dst, batch=BATCH):  # plain rows, no event objects
+        for row in page:
+            row = tuple(row)
+            if type(row[7]) is not bytes:  # a driver's buffer type for the payload
+                row = (*row[:7], bytes(row[7]), *row[8:])
+            _digest_row(digest, row)
+        seen += len(page)
     copied_blobs, copied_digest = 0, hashlib.sha256()
     for sha, content in target.iter_blobs(dst):
         _digest_fields(copied_digest, (sha, content))

@@ -76,10 +76,10 @@ _CONTAINERS = (dict, list, tuple)
 # dropped: a regular expression costs ten times as much
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789:[", b"000000000,,")
 _LONG_START = b"," + b"0" * 16
-_NEGATIVE_ZERO = re.compile(r"-0\.0(?!\d)")
+_NEGATIVE_ZERO = re.compile(rb"-0\.0(?!\d)")
 # An integral float is written "2.0" by Python and "2" by RFC 8785; outside strings ".0" can
 # only end such a number, and a number is always followed by one of these three characters.
-_INTEGRAL_ENDS = ((".0,", ","), (".0]", "]"), (".0}", "}"))
+_INTEGRAL_ENDS = ((b".0,", b","), (b".0]", b"]"), (b".0}", b"}"))
 
 
 def _fast_canonical(value: Any, string_keys: bool = False) -> bytes | None:
@@ -138,6 +138,8 @@ def _orjson_canonical(value: Any) -> bytes | None:
         data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return None
+    if data.isascii():
+        return _repaired_utf8(data)
     return _repaired(data.decode())
 
 
@@ -159,40 +161,41 @@ def parse_canonical(data: bytes) -> Any | None:
 def _repaired(text: str) -> bytes | None:
     """The RFC 8785 bytes of an encoder's sorted, compact output, or None where the output
     may differ from RFC 8785 in a way not repaired here (see `_fast_canonical`)."""
-    if '\\"' in text:
-        return None  # a string holds a quote or ends in a backslash: splitting below would lie
     if not text.isascii():
         try:
             if len(text.encode("utf-16-le")) != 2 * len(text):
                 return None  # characters beyond U+FFFF: UTF-16 key order may differ
         except UnicodeEncodeError:
             return None  # a lone surrogate
-    outside = "".join(text.split('"')[::2])  # everything but the strings' contents
-    if "e+" in outside or "e-" in outside:
+    return _repaired_utf8(text.encode())
+
+
+def _repaired_utf8(data: bytes) -> bytes | None:
+    """`_repaired` of an output already known to hold no character beyond U+FFFF, as its
+    UTF-8 bytes (a quote byte never occurs inside a multi-byte character, and everything
+    outside strings is ASCII)."""
+    if b"\\" in data and b'\\"' in data:
+        return None  # a string holds a quote or ends in a backslash: splitting below would lie
+    outside = b"".join(data.split(b'"')[::2])  # everything but the strings' contents
+    if b"e+" in outside or b"e-" in outside:
         return None  # exponent notation
-    if "-0.0" in outside and _NEGATIVE_ZERO.search(outside):
+    if b"-0.0" in outside and _NEGATIVE_ZERO.search(outside):
         return None
-    if len(outside) >= 16 and _long_integer(outside):
-        return None  # an integer that may be beyond 2^53-1
+    if len(outside) >= 16 and _LONG_START in outside.translate(_DIGITS_AS_ZERO, b"-"):
+        return None  # an integer of 16 or more digits, which may be beyond 2^53-1
     ends = [(old, new) for old, new in _INTEGRAL_ENDS if old in outside]
     if ends:
-        if all(outside.count(old) == text.count(old) for old, _ in ends):
+        if all(outside.count(old) == data.count(old) for old, _ in ends):
             for old, new in ends:
-                text = text.replace(old, new)
+                data = data.replace(old, new)
         else:  # a string holds the same characters: repair between the strings only
-            parts = text.split('"')
+            parts = data.split(b'"')
             parts[::2] = [_integral(part) for part in parts[::2]]
-            text = '"'.join(parts)
-    return text.encode()
+            data = b'"'.join(parts)
+    return data
 
 
-def _long_integer(outside: str) -> bool:
-    """Whether the text outside strings (ASCII only) holds a number of 16 or more integer
-    digits."""
-    return _LONG_START in outside.encode().translate(_DIGITS_AS_ZERO, b"-")
-
-
-def _integral(outside: str) -> str:
+def _integral(outside: bytes) -> bytes:
     for old, new in _INTEGRAL_ENDS:
         outside = outside.replace(old, new)
     return outside

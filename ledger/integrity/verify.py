@@ -28,6 +28,8 @@ rows, building no event objects.
 from __future__ import annotations
 
 import json
+import os
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +54,7 @@ from ledger.core.round import admit, decision
 from ledger.errors import InputError
 from ledger.integrity.hashing import ZERO_HASH, canonical, event_hash, parse_canonical, sha256_hex
 from ledger.store.checks import SQLITE_EVENT_TYPES, first_misstated_blob, first_mistyped_event
-from ledger.store.eventstore import Store, StoredEvent
+from ledger.store.eventstore import Store, StoredEvent, _stored
 
 CHECKS = ("seq", "hash", "chain", "canonical", "payload", "replay", "projection", "blobs")
 CHAIN_CHECKS = CHECKS[:3]
@@ -114,7 +116,7 @@ class ReplayStop(Exception):
 class _Stream:
     version: int = 0
     last_hash: str = ZERO_HASH
-    view: RunView | None = None
+    fold: projections.RunFold = field(default_factory=projections.RunFold)
     submitted: RoundSubmitted | None = None
     validation: ValidationLinked | None = None
     measured: MeasurementsRecorded | None = None
@@ -122,6 +124,11 @@ class _Stream:
     profile_files: set[str] = field(default_factory=set)
     evidence: RunEvidence = field(default_factory=RunEvidence)
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def view(self) -> RunView | None:
+        """The run's projection after the events replayed so far."""
+        return self.fold.view
 
 
 @dataclass(slots=True)
@@ -198,12 +205,13 @@ def _canonical_value(e: StoredEvent) -> Any:
 
 
 def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
-    view = state.view
+    # the view is read (and built) only where a rule needs it
     if isinstance(event, RunPlanned):
         if event.run_id != e.stream_id:
             raise _fail(e, "replay", f"RunPlanned names run {event.run_id!r}, not its stream")
         state.kernels.add(event.kernel.sha256)
     elif isinstance(event, RoundSubmitted):
+        view = state.view
         refused = admit(view, event.round, event.parent_kernel_sha256) if view else None
         if refused:
             raise _fail(e, "replay", refused[0].reason)
@@ -219,17 +227,17 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
         _replay_decision(e, state, event)
     elif isinstance(event, ProfileRecorded):
         state.profile_files.update(f.sha256 for f in event.files)
-    elif isinstance(event, RunConcluded) and view is not None:
+    elif isinstance(event, RunConcluded) and (view := state.view) is not None:
         full = RunView(run=view.run, cases=view.cases, rounds=view.rounds)
         if conclusion_event(full) != event:
             raise _fail(e, "replay", "the conclusion does not follow from the rounds")
-    elif isinstance(event, RunReopened) and view is not None:
+    elif isinstance(event, RunReopened) and (view := state.view) is not None:
         if not view.concluded:
             raise _fail(e, "replay", "a run that has not concluded was reopened")
         if event.conclusion != view.run.conclusion or event.round != view.run.rounds_recorded + 1:
             raise _fail(e, "replay", "the reopening does not match the run's conclusion")
     try:
-        state.view = projections.apply(view, e.stream_version, e.recorded_at, event)
+        state.fold.apply(e.stream_version, e.recorded_at, event)
     except projections.ProjectionError as exc:
         raise _fail(e, "replay", str(exc)) from None
     state.evidence.apply(event)
@@ -291,52 +299,298 @@ def verify_ledger(
     *,
     on_progress: Callable[[int, int], None] | None = None,
     observe: Callable[[StoredEvent], None] | None = None,
+    workers: int | None = None,
 ) -> Report:
     """Run every check; `observe` sees each event that passed its per-event checks, in seq
-    order (the checkpoint verifier builds its Merkle tree from it)."""
+    order (the checkpoint verifier builds its Merkle tree from it).
+
+    The whole ledger's runs are replayed in `workers` processes, each taking the runs whose
+    id falls in its share (default `replay_workers()`, for a ledger of at least
+    `PARALLEL_MIN_EVENTS` events); one run, or one worker, is replayed in this process.
+    Either way the report is the one a replay of every event in seq order gives: the first
+    failure is the one at the lowest seq, counted with the events, runs and warnings before
+    it (see `_Share`)."""
     report = Report()
-    streams: dict[str, _Stream | _Concluded] = {}
+    shares: list[_Share] | None = None
     with store.transaction() as conn:
         total = store.event_count(conn)
         try:
             _check_storage(store, conn, run_id, "payload")
-            expected_seq = 1 if run_id is None else None
-            for e in store.iter_events(conn, stream_id=run_id):
-                state = streams.get(e.stream_id)
-                if state is None:
-                    state = streams[e.stream_id] = _Stream()
-                event = _check_record(e, state, expected_seq)
-                if type(state) is _Concluded:  # an event after the run's conclusion
-                    state = streams[e.stream_id] = _reopen(store, conn, e, state)
-                assert type(state) is _Stream
-                _replay(e, state, event)
-                state.version, state.last_hash = e.stream_version, e.event_hash
-                if e.event_type == "RunConcluded" and state.view is not None:
-                    # compared now and let go; a run reopened by a later event stays whole
-                    # and is compared with the others at the end
-                    streams[e.stream_id] = _conclude(store, conn, e.stream_id, state)
-                if observe is not None:
-                    observe(e)
-                report.events_checked += 1
-                if expected_seq is not None:
-                    expected_seq += 1
-                if on_progress and report.events_checked % 5000 == 0:
-                    on_progress(report.events_checked, total)
-            if run_id is not None and not streams:  # a wrong --run, not a failed check
+            count = 1 if run_id is not None else _worker_count(workers, total)
+            if count > 1:
+                snapshot = (total, store.last_seq(conn))
+                shares = _replay_in_processes(store, count, snapshot, on_progress)
+            if shares is None:  # one process (or the workers could not say)
+                shares = [_replay_share(store, conn, run_id, 0, 1, observe, on_progress, total)]
+                observe = None
+            if run_id is not None and not shares[0].first_seen:  # a wrong --run
                 raise InputError(f"run {run_id!r} is not in the ledger")
-            _check_projections(store, conn, streams, run_id)
-            _check_blobs(store, conn, streams)
+            _judge(store, conn, shares, report)
         except ReplayStop as stop:
             report.first_failure = stop.failure
             report.checks[stop.failure.check] = "failed"
             started = CHECKS.index(stop.failure.check)
             for name in CHECKS[started + 1 :]:
                 report.checks[name] = "not run"
-    report.runs_checked = len(streams)
-    report.warnings = [w for state in streams.values() for w in state.warnings]
+        if observe is not None:  # the workers' events that passed, in seq order
+            _observe(store, conn, report.events_checked, observe)
     if on_progress:
         on_progress(report.events_checked, report.events_checked)
     return report
+
+
+PARALLEL_MIN_EVENTS = 20_000
+
+
+def replay_workers() -> int:
+    """Processes a whole-ledger replay is shared among: KERNEL_LEDGER_VERIFY_WORKERS (1 to
+    64), else the CPUs this process may run on, at most 8."""
+    raw = os.environ.get("KERNEL_LEDGER_VERIFY_WORKERS")
+    if raw is not None:
+        if not raw.strip().isdigit() or not 1 <= int(raw) <= 64:
+            raise InputError("KERNEL_LEDGER_VERIFY_WORKERS must be a whole number from 1 to 64")
+        return int(raw)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def _worker_count(workers: int | None, total: int) -> int:
+    if workers is not None:
+        return max(1, workers)
+    if "KERNEL_LEDGER_VERIFY_WORKERS" in os.environ:
+        return replay_workers()
+    return replay_workers() if total >= PARALLEL_MIN_EVENTS else 1
+
+
+@dataclass
+class _Share:
+    """What the replay of one share of the runs found. Every share reads every event (and
+    checks seq on each); positions are 0-based places in seq order among all of them, so
+    the shares' findings combine into what one replay in seq order reports: its first
+    failure is the one at the lowest position, `events_checked` that position, and the runs
+    and warnings are those met up to it."""
+
+    events: int = 0  # events read
+    failure: Failure | None = None
+    position: int | None = None  # of the failing event
+    first_seen: list[int] = field(default_factory=list)  # where each of its runs begins
+    warnings: list[tuple[int, int, str]] = field(default_factory=list)  # (run's first
+    # position, the event's position, the warning)
+    projection: tuple[str, str] | None = None  # (run id, fault): the first by run id
+    missing_blob: tuple[str, str] | None = None  # (run id, what): the first by run id
+
+
+def _in_share(stream_id: str, parts: int) -> int:
+    return zlib.crc32(stream_id.encode("utf-8", "surrogatepass")) % parts
+
+
+def _replay_share(
+    store: Store,
+    conn,
+    run_id: str | None,
+    part: int,
+    parts: int,
+    observe: Callable[[StoredEvent], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    total: int = 0,
+    counter: Any = None,
+) -> _Share:
+    """Replay the runs of share `part` of `parts` (every run when `parts` is 1), checking
+    seq over every event; stops at the first failure. `counter` (a shared value) is told
+    how many events were read, every 5,000."""
+    share = _Share()
+    streams: dict[str, _Stream | _Concluded] = {}
+    firsts: dict[str, int] = {}
+    mine: dict[str, bool] = {}
+    expected_seq = 1 if run_id is None else None
+    position = 0
+    try:
+        for page in store.iter_event_pages(conn, stream_id=run_id):
+            for row in page:
+                stream_id = row[2]
+                if parts > 1:
+                    owned = mine.get(stream_id)
+                    if owned is None:
+                        owned = mine[stream_id] = _in_share(stream_id, parts) == part
+                    if not owned:
+                        if expected_seq is not None:
+                            if row[0] != expected_seq:
+                                gap = GAP.format(expected=expected_seq, seq=row[0])
+                                raise _row_fail(row, "seq", gap)
+                            expected_seq += 1
+                        position += 1
+                        continue
+                e = _stored(row)
+                state = streams.get(stream_id)
+                if state is None:
+                    state = streams[stream_id] = _Stream()
+                    firsts[stream_id] = position
+                    share.first_seen.append(position)
+                seen = len(state.warnings)
+                try:
+                    event = _check_record(e, state, expected_seq)
+                    if type(state) is _Concluded:  # an event after the run's conclusion
+                        state = streams[stream_id] = _reopen(store, conn, e, state)
+                    assert type(state) is _Stream
+                    _replay(e, state, event)
+                finally:
+                    for warning in state.warnings[seen:]:
+                        share.warnings.append((firsts[stream_id], position, warning))
+                state.version, state.last_hash = e.stream_version, e.event_hash
+                if e.event_type == "RunConcluded" and state.view is not None:
+                    # compared now and let go; a run reopened by a later event stays whole
+                    # and is compared with the others at the end
+                    streams[stream_id] = _conclude(store, conn, stream_id, state)
+                if observe is not None:
+                    observe(e)
+                position += 1
+                if expected_seq is not None:
+                    expected_seq += 1
+                if on_progress and position % 5000 == 0:
+                    on_progress(position, total)
+            if counter is not None:
+                counter.value = position
+    except ReplayStop as stop:
+        share.failure, share.position = stop.failure, position
+        return share
+    share.events = position
+    stored = set(store.all_run_ids(conn)) if run_id is None else {run_id}
+    if parts > 1:
+        stored = {stream_id for stream_id in stored if _in_share(stream_id, parts) == part}
+    share.projection = _first_projection_fault(store, conn, streams, stored)
+    share.missing_blob = _first_missing_blob(store, conn, streams)
+    return share
+
+
+def _judge(store: Store, conn, shares: list[_Share], report: Report) -> None:
+    """The report of a replay in seq order, from its shares' findings; raises `ReplayStop`
+    with the first failure."""
+    failed = [share for share in shares if share.failure is not None]
+    at = min((share.position for share in failed), default=None)  # type: ignore[type-var]
+    met = [found for share in shares for found in share.warnings]
+    if at is not None:
+        met = [w for w in met if w[1] <= at]
+    met.sort(key=lambda w: w[:2])  # by run (as met), then event; stable within an event
+    report.warnings = [warning for _, _, warning in met]
+    if at is not None:
+        first = next(share for share in failed if share.position == at)
+        report.events_checked = at
+        report.runs_checked = sum(q <= at for share in shares for q in share.first_seen)
+        assert first.failure is not None
+        raise ReplayStop(first.failure)
+    report.events_checked = shares[0].events
+    report.runs_checked = sum(len(share.first_seen) for share in shares)
+    faults = [share.projection for share in shares if share.projection is not None]
+    if faults:
+        raise _fail(None, "projection", min(faults)[1])
+    _check_blob_table(store, conn)
+    missing = [share.missing_blob for share in shares if share.missing_blob is not None]
+    if missing:
+        stream_id, what = min(missing)
+        raise _fail(None, "blobs", f"run {stream_id!r}: {what}")
+
+
+def _replay_in_processes(
+    store: Store,
+    count: int,
+    snapshot: tuple[int, int],
+    on_progress: Callable[[int, int], None] | None,
+) -> list[_Share] | None:
+    """The shares replayed in `count` worker processes, each with its own connection; None
+    when one of them could not say (it failed to start or open the ledger, or the ledger
+    it saw is not the one this process sees: (event count, last seq) differ): then the
+    caller replays in its own process, which says why, or replays what it sees."""
+    import multiprocessing
+    import threading
+    from multiprocessing.connection import wait
+
+    method = "fork" if threading.active_count() == 1 else "spawn"
+    if method not in multiprocessing.get_all_start_methods():
+        method = "spawn"
+    ctx = multiprocessing.get_context(method)
+    processes, counters, pending = [], [], {}
+    found: dict[int, Any] = {}
+    try:
+        for part in range(count):
+            reader, writer = ctx.Pipe(duplex=False)
+            counter = ctx.Value("q", 0, lock=False)
+            process = ctx.Process(
+                target=_share_process,
+                args=(store.url, store.read_only, part, count, snapshot, writer, counter),
+                daemon=True,
+            )
+            process.start()  # refused in a daemonic process, for one
+            writer.close()
+            processes.append(process)
+            counters.append(counter)
+            pending[reader] = part
+    except (AssertionError, OSError, ValueError):
+        pending.clear()
+        for process in processes:
+            process.kill()
+    try:
+        while pending:
+            for reader in wait(list(pending), timeout=0.5):
+                part = pending.pop(reader)
+                try:
+                    found[part] = reader.recv()
+                except (EOFError, OSError):
+                    found[part] = None
+                reader.close()
+            if on_progress is not None:
+                on_progress(min(counter.value for counter in counters), snapshot[0])
+    finally:
+        for process in processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+    shares = [found.get(part) for part in range(count)]
+    if not all(isinstance(share, _Share) for share in shares):
+        return None
+    return shares  # type: ignore[return-value]
+
+
+def _share_process(
+    url: str,
+    read_only: bool,
+    part: int,
+    parts: int,
+    snapshot: tuple[int, int],
+    writer: Any,
+    counter: Any,
+) -> None:
+    """A worker process: replay one share of the ledger at `url` and send the `_Share`
+    (or a line saying why not)."""
+    result: _Share | str
+    try:
+        store = Store(url, create=False, read_only=read_only)
+        try:
+            with store.transaction() as conn:
+                if (store.event_count(conn), store.last_seq(conn)) != snapshot:
+                    result = "the ledger changed while it was verified"
+                else:
+                    result = _replay_share(store, conn, None, part, parts, counter=counter)
+        finally:
+            store.close()
+    except Exception as exc:  # the replay in the parent process reports it
+        result = f"{type(exc).__name__}: {exc}"
+    writer.send(result)
+    writer.close()
+
+
+def _observe(store: Store, conn, passed: int, observe: Callable[[StoredEvent], None]) -> None:
+    """Show `observe` the first `passed` events in seq order (those that passed)."""
+    if passed == 0:
+        return
+    for e in store.iter_events(conn):
+        observe(e)
+        passed -= 1
+        if passed == 0:
+            return
 
 
 def verify_chain(
@@ -451,10 +705,11 @@ def _projection_fault(
     return None
 
 
-def _check_projections(
-    store: Store, conn, streams: dict[str, _Stream | _Concluded], run_id: str | None
-) -> None:
-    stored_ids = set(store.all_run_ids(conn)) if run_id is None else {run_id}
+def _first_projection_fault(
+    store: Store, conn, streams: dict[str, _Stream | _Concluded], stored_ids: set[str]
+) -> tuple[str, str] | None:
+    """(run id, fault) of the first run, in run id order, whose stored projection rows
+    differ from the rebuild (`stored_ids`: the runs with rows to compare)."""
     for stream_id in sorted(stored_ids | set(streams)):
         state = streams.get(stream_id)
         if type(state) is _Concluded:
@@ -463,7 +718,8 @@ def _check_projections(
             rebuilt = state.view if state is not None else None
             fault = _projection_fault(stream_id, rebuilt, store.stored_projection(conn, stream_id))
         if fault is not None:
-            raise _fail(None, "projection", fault)
+            return stream_id, fault
+    return None
 
 
 def _missing(store: Store, conn, digests: set[str]) -> str | None:
@@ -495,7 +751,9 @@ def _check_storage(store: Store, conn, run_id: str | None, check: str) -> None:
         raise ReplayStop(Failure(seq, stream_id, version, check, reason))
 
 
-def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -> None:
+def _check_blob_table(store: Store, conn) -> None:
+    """Every stored blob has the size and storage type it was stored with and hashes to its
+    key."""
     misstated = first_misstated_blob(conn, store.dialect)
     if misstated is not None:
         raise _fail(
@@ -506,13 +764,21 @@ def _check_blobs(store: Store, conn, streams: dict[str, _Stream | _Concluded]) -
     for digest, content in store.iter_blobs(conn):
         if sha256_hex(content) != digest:
             raise _fail(None, "blobs", f"stored kernel source {digest} does not hash to its key")
+
+
+def _first_missing_blob(
+    store: Store, conn, streams: dict[str, _Stream | _Concluded]
+) -> tuple[str, str] | None:
+    """(run id, what is missing) of the first run, in run id order, that names a kernel
+    source or profile file that is not stored."""
     for stream_id, state in sorted(streams.items()):
         if type(state) is _Concluded:
             missing = state.missing_blob
         else:
             missing = _missing_blob(store, conn, state)
         if missing is not None:
-            raise _fail(None, "blobs", f"run {stream_id!r}: {missing}")
+            return stream_id, missing
+    return None
 
 
 def rebuild_projections(store: Store) -> int:

@@ -703,6 +703,10 @@ class Store:
     def event_count(self, conn: Connection) -> int:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
 
+    def last_seq(self, conn: Connection) -> int:
+        """The highest seq stored (0 for an empty log)."""
+        return conn.execute(_LAST_SEQ).scalar_one()
+
     def ledger_id(self, conn: Connection) -> str:
         found = conn.execute(
             select(ledger_info.c.value).where(ledger_info.c.key == "ledger_id")

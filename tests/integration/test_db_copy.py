@@ -205,21 +205,19 @@ def test_a_copy_that_reads_back_differently_is_rolled_back(
 ):
     """The copy is compared with the source inside its transaction; any difference (here a
     driver that would hand back one altered payload) leaves the target empty."""
-    import dataclasses
-
     from ledger.errors import CheckFailed
 
     _campaign_ledger(source_url, tmp_path / "a")
     source_id = _dump(source_url)["ledger_info"][0]["value"]
     source = Store(source_url)
     target = ledger_copy.open_target(source, db_url)
-    real = target.iter_events
+    real = target.iter_event_pages
 
     def altered(conn, **kwargs):
-        for e in real(conn, **kwargs):
-            yield dataclasses.replace(e, payload=e.payload + b" ") if e.seq == 5 else e
+        for page in real(conn, **kwargs):
+            yield [(*r[:7], r[7] + b" ", *r[8:]) if r[0] == 5 else r for r in page]
 
-    monkeypatch.setattr(target, "iter_events", altered)
+    monkeypatch.setattr(target, "iter_event_pages", altered)
     with pytest.raises(CheckFailed, match="reads back differently"):
         ledger_copy.copy_ledger(source, target)
     source.close()
@@ -264,15 +262,14 @@ def test_an_event_that_does_not_fold_is_named_and_nothing_is_written(
     from ledger.errors import CheckFailed
 
     _campaign_ledger(source_url, tmp_path / "a")
-    real = projections.fold_into
+    real = projections.RunFold.apply
 
-    def refusing(view, items):
-        items = list(items)
-        if any(version == 4 for version, _, _ in items):
+    def refusing(self, version, at, event):
+        if version == 4:
             raise projections.ProjectionError("refused for the test")
-        return real(view, items)
+        return real(self, version, at, event)
 
-    monkeypatch.setattr(projections, "fold_into", refusing)
+    monkeypatch.setattr(projections.RunFold, "apply", refusing)
     source = Store(source_url)
     target = ledger_copy.open_target(source, db_url)
     with pytest.raises(CheckFailed, match=r"event seq 4 \(softmax-t-001 v4\) does not fold"):

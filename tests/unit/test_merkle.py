@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ledger.errors import InputError
 from ledger.integrity.merkle import (
     EMPTY_ROOT,
+    InclusionChecker,
     TreeBuilder,
     consistency_proof,
     inclusion_proof,
@@ -377,6 +378,61 @@ def test_inclusion_proof_verifies_and_any_change_breaks_it(leaves, data):
         assert not verify_inclusion(leaves[index], other, size, proof, head)
         assert not verify_inclusion(leaves[other], index, size, proof, head)
     assert not verify_inclusion(leaves[index], index, size, proof, flip(head, 0))
+
+
+@given(event_hashes.filter(bool), st.data())
+def test_inclusion_checker_answers_as_verify_inclusion_call_after_call(leaves, data):
+    """The checker's memo of the previous call never changes an answer: over a sequence of
+    calls, in order and not, with proofs changed at any level, leaves swapped, indexes
+    moved and proofs cut or lengthened, it answers (or raises) as `verify_inclusion`."""
+    size = len(leaves)
+    head = root(leaves)
+    checker = InclusionChecker(size, head)
+    calls = data.draw(st.integers(1, 12), label="calls")
+    start = data.draw(st.integers(0, size - 1), label="start")
+    for step in range(calls):
+        index = (
+            (start + step) % size
+            if data.draw(st.booleans())
+            else data.draw(st.integers(0, size - 1))
+        )
+        proof = inclusion_proof(leaves, index)
+        leaf, at = leaves[index], index
+        change = data.draw(st.sampled_from(["none", "flip", "leaf", "index", "cut", "add"]))
+        if change == "flip" and proof:
+            position = data.draw(st.integers(0, len(proof) - 1))
+            proof[position] = flip(proof[position], data.draw(st.integers(0, 255)))
+        elif change == "leaf":
+            leaf = flip(leaf, 0)
+        elif change == "index":
+            at = data.draw(st.integers(-1, size))
+        elif change == "cut" and proof:
+            proof = proof[:-1]
+        elif change == "add":
+            proof = [*proof, leaves[0]]
+        try:
+            expected = verify_inclusion(leaf, at, size, proof, head)
+        except InputError:
+            with pytest.raises(InputError):
+                checker.verify(leaf, at, proof)
+            continue
+        assert checker.verify(leaf, at, proof) is expected
+        if change == "none":
+            assert expected
+
+
+def test_inclusion_checker_verifies_a_whole_tree_in_order_and_catches_each_change():
+    leaves = [hashlib.sha256(str(i).encode()).digest() for i in range(300)]
+    head = root(leaves)
+    checker = InclusionChecker(len(leaves), head)
+    for i, leaf in enumerate(leaves):
+        proof = inclusion_proof(leaves, i)
+        assert checker.verify(leaf, i, proof)
+        for level in range(len(proof)):  # a changed upper sibling is caught, also after a hit
+            changed = list(proof)
+            changed[level] = flip(changed[level], 7)
+            assert not checker.verify(leaf, i, changed)
+            assert checker.verify(leaf, i, proof)
 
 
 @given(event_hashes, st.data())
