@@ -17,6 +17,7 @@ try:  # newer typer ships its own copy of click
 except ImportError:  # pragma: no cover - typer releases that depend on click
     from click import exceptions as click_exceptions
 
+from cli.entry import command_name
 from cli.output import EXIT_INTERNAL, error
 
 HELP_NAMES = ["-h", "--help"]
@@ -211,12 +212,8 @@ def named_command(args: list[str]) -> str | None:
     """
     if "_KERNEL_LEDGER_COMPLETE" in os.environ:
         return None
-    at = 0
-    while at < len(args) and args[at].startswith("--db"):
-        at += 2 if args[at] == "--db" else 1
-    if at < len(args) and (args[at] in COMMANDS or args[at] in GROUPS):
-        return args[at]
-    return None
+    name = command_name(args)
+    return name if name in COMMANDS or name in GROUPS else None
 
 
 def global_options_first(args: list[str]) -> list[str]:
