@@ -163,13 +163,17 @@ def command(args: list[str] | None = None) -> typer.core.TyperGroup:
     tested with; with a typer built differently nothing is changed.
     tests/e2e/test_status_startup.py checks the effect with the installed typer.
 
-    It also gives every command the usage line of `usage_pieces`.
+    It also gives every command the usage line of `usage_pieces`, and its arguments their
+    metavar alone in the help (`PATH`, not `PATH <str>`).
     """
     group = typer.main.get_command(application(named_command(args or [])))
     try:
         from typer._coercion import PassThroughRuntimeParam
     except ImportError:  # pragma: no cover - typer releases without runtime coercion
         return group
+
+    def untyped(ctx=None) -> None:
+        return None
 
     def plain(param) -> None:
         described = getattr(param, "type_descriptor", None)
@@ -193,6 +197,8 @@ def command(args: list[str] | None = None) -> typer.core.TyperGroup:
             cmd.collect_usage_pieces = MethodType(usage_pieces, cmd)
         for param in cmd.params:
             plain(param)
+            if isinstance(param, typer.core.TyperArgument) and param.metavar:
+                param.display_type_rich = untyped  # `PATH`, as options show theirs
         with contextlib.suppress(AttributeError, TypeError):
             help_option = cmd.get_help_option(names)
             if help_option is not None:
