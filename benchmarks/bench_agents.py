@@ -120,7 +120,14 @@ def measure(work: Path, *, at: tuple[int, ...] = (1, 100, 1000), repeats: int = 
 
     anyio.run(campaign)
 
-    # our command line `record` against the import floor, on a ledger at each round
+    # our command line `record` against the import floor, on a ledger at each round. The
+    # floor's packages come with their bytecode compiled, as pip installs any package; an
+    # editable checkout gets its own on first import, unless PYTHONDONTWRITEBYTECODE says
+    # no, and then every process would compile the sources again: compile them once here.
+    import compileall
+
+    for package in ("cli", "ledger"):
+        compileall.compile_dir(ROOT / package, quiet=1)
     cli_files = FileCampaign(work / "cli-files", "agents-cli-001", max_rounds=max(at) + 20)
     cli_url = sqlite_url(work / "cli.sqlite3")
     _timed_process([*_cli(), "--db", cli_url, "plan", "--config", str(cli_files.config())])
