@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from ledger.integrity.hashing import canonical
 
 # Every model refuses NaN and Infinity where a number is typed: JSON has no such numbers, and
-# a payload must not become something else (null) on its way to canonical bytes.
-_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+# a payload must not become something else (null) on its way to canonical bytes. A model's
+# validator and serializer are built on first use, so a command builds those of the events
+# it reads and writes, not all of them.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
 
 class Event(BaseModel):
@@ -37,6 +39,7 @@ class _OmitsUnset(BaseModel):
     """A model whose `OMITTED` fields are left out of its payload while they are None, so
     a value recorded before those fields existed serializes exactly as it did."""
 
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ()
 
     @model_serializer(mode="wrap")

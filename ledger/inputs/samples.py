@@ -32,24 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import InputError
-from ledger.inputs.jsonio import reject_duplicate_keys
+from ledger.inputs.jsonio import (  # noqa: F401 - the time bounds are read here too
+    MAX_TIME_US,
+    MIN_TIME_US,
+    TIME_RANGE,
+    reject_duplicate_keys,
+    time_problem,
+)
 
 MAX_SAMPLES_FILE_BYTES = 64 * 1024 * 1024
-MIN_TIME_US = 1e-6
-MAX_TIME_US = 1e12
-"""Every time the ledger takes (a median, a sample, in microseconds) lies within
-[MIN_TIME_US, MAX_TIME_US]: an attosecond to about 11.6 days. Within it every ratio, log,
-sum and statistic of a round stays finite and keeps its precision; outside it an input is
-refused (exit 2)."""
-TIME_RANGE = f"between {MIN_TIME_US:g} and {MAX_TIME_US:g} us"
-
-
-def time_problem(us: float) -> str | None:
-    """Why `us` is not a time the ledger takes, or None."""
-    if not math.isfinite(us) or not MIN_TIME_US <= us <= MAX_TIME_US:
-        return f"must be a time {TIME_RANGE}"
-    return None
-
 
 UNIT_EXPONENTS = {"us": 0, "ms": 3, "ns": -3}  # power of ten that turns the unit into µs
 CSV_DURATION_COLUMNS = ("Duration(us)", "Task Duration(us)")  # in order of preference

@@ -448,7 +448,7 @@ def _indexed_evidence(
 class NoiseFile(BaseModel):
     """An A/A remeasure: the kernel it timed (must be the current best) and its timings."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True, defer_build=True)
     kernel_sha256: Sha256
     measurements: list[MeasurementIn]
 
