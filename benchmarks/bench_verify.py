@@ -78,12 +78,18 @@ def _chain(url: str) -> int:
     return report.events_checked
 
 
+WORKERS: list[int] = []  # how many processes the replay ran in
+
+
 def _replay(url: str, workers: int | None = None) -> int:
-    from ledger.integrity.verify import verify_ledger
+    from ledger.integrity.verify import verify_ledger, worker_count
     from ledger.store.eventstore import Store
 
     store = Store(url)
-    report = verify_ledger(store, workers=workers)
+    with store.transaction() as conn:
+        total = store.event_count(conn)
+    WORKERS.append(worker_count(workers, total))  # as verify decides it: idle CPUs, now
+    report = verify_ledger(store, workers=WORKERS[-1])
     store.close()
     if not report.ok:
         raise SystemExit(f"verify failed: {report.as_dict()['first_failure']}")
@@ -108,7 +114,13 @@ def child(mode: str, url: str) -> dict[str, Any]:
         "replay": _replay,
     }[mode](url)
     seconds = time.perf_counter() - start
-    return {"mode": mode, "events": count, "seconds": seconds, "rss_mib": rss_mib()}
+    return {
+        "mode": mode,
+        "events": count,
+        "seconds": seconds,
+        "rss_mib": rss_mib(),
+        "workers": WORKERS[-1] if WORKERS else None,
+    }
 
 
 def run_child(mode: str, url: str) -> dict[str, Any]:
@@ -128,15 +140,15 @@ def measure(
     targets: list[tuple[str, str]], *, repeats: int, replay_repeats: int, title: str, key: str
 ) -> Section:
     """`targets`: (label, url) of the ledgers to verify, smallest first."""
-    from ledger.integrity.verify import PARALLEL_MIN_EVENTS, replay_workers
+    from ledger.integrity.verify import PARALLEL_MIN_EVENTS
 
     section = Section(key=key, title=title)
     rows = []
-    workers = replay_workers()
     for label, url in targets:
         rate = {mode: Series() for mode in MODES}
         rss = {mode: Series() for mode in MODES}
         events = 0
+        workers: list[int] = []
         for rep in range(repeats):
             for mode in MODES:
                 if mode.startswith("replay") and rep >= replay_repeats:
@@ -146,13 +158,15 @@ def measure(
                 events = result["events"]
                 rate[mode].add(result["events"] / result["seconds"])
                 rss[mode].add(result["rss_mib"])
+                if mode == "replay":
+                    workers.append(result["workers"])
         floor = rate["floor"].values
         chain_ratio = ratios(rate["chain"].values, floor)
         replayed = len(rate["replay"].values)
         one_ratio = ratios(rate["replay1"].values, floor[:replayed])
         replay_ratio = ratios(rate["replay"].values, floor[:replayed])
         speedup = ratios(rate["replay"].values, rate["replay1"].values)
-        shared = workers if events >= PARALLEL_MIN_EVENTS else 1
+        shared = ", ".join(map(str, workers))
         rows.append(
             [
                 f"{events:,}",
@@ -169,7 +183,7 @@ def measure(
         )
         section.figures[label] = {
             "events": events,
-            "replay_workers": shared,
+            "replay_workers": workers,
             **{f"{m}_events_per_s": rate[m].as_dict() for m in MODES},
             **{f"{m}_rss_mib": rss[m].as_dict() for m in MODES},
             "chain_ratio": chain_ratio.as_dict(),
@@ -183,10 +197,11 @@ def measure(
         f"{repeats} repetitions ({replay_repeats} for each full replay); each figure in its "
         "own process; ratios to the floor taken within each repetition. The full replay in "
         "one process (`workers=1`), and as `verify` runs it: a ledger of "
-        f"{PARALLEL_MIN_EVENTS:,} events or more shared among worker processes (how many in "
-        f"parentheses: one per CPU this machine lends, at most 8; here {workers}), each "
-        "reading every event and replaying the runs of its share. Peak RSS in MiB (of the "
-        "process the figure was taken in; with workers, the parent's)."
+        f"{PARALLEL_MIN_EVENTS:,} events or more shared among worker processes, one per idle "
+        "CPU when it starts (the CPUs less the 1-minute load average, itself counted as "
+        "idle; how many in parentheses), each reading every event and replaying the runs of "
+        "its share. Peak RSS in MiB (of the process the figure was taken in; with workers, "
+        "the parent's)."
     )
     section.table(
         [
