@@ -27,6 +27,14 @@ def _lines(path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True)
 
 
+def _exported_a(built, out) -> list[bytes]:
+    """Run A of the built ledger exported to `out`, as lines."""
+    store = Store(built.url)
+    bundle.export_run(store, RUN_A, out)
+    store.close()
+    return _lines(out)
+
+
 def test_export_check_offline_import_and_import_again(db_url, other_url, tmp_path):
     built = build_ledger(tmp_path / "src", url=db_url)
     cli, target = CliRunner(db_url), CliRunner(other_url)
@@ -154,11 +162,7 @@ def test_every_flipped_byte_fails(built, tmp_path):
     ],
 )
 def test_damaged_bundles_fail(built, tmp_path, damage, check):
-    out = tmp_path / "a.jsonl"
-    store = Store(built.url)
-    bundle.export_run(store, RUN_A, out)
-    store.close()
-    lines = _lines(out)
+    lines = _exported_a(built, tmp_path / "a.jsonl")
     header = json.loads(lines[0])
     if damage == "drop-last-line":
         lines = lines[:-1]
@@ -349,10 +353,7 @@ def test_import_refuses_a_damaged_bundle_and_writes_nothing(built, db_url, tmp_p
         change = _flip_decision if damage.startswith("decision") else _plan_of_another_op
         out.write_bytes(_forged_bundle(built, tmp_path, change))
     else:
-        store = Store(built.url)
-        bundle.export_run(store, RUN_A, out)
-        store.close()
-        lines = _lines(out)
+        lines = _exported_a(built, out)
         event = json.loads(lines[4])
         if damage == "parent-unlinked":
             event["parent_hash"] = "0" * 64  # and re-hashed: the link, not the hash, fails
