@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ledger.core import decide
@@ -269,6 +269,27 @@ def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
     if measured is None:
         return []
     return [m.case_id for m in measured.measurements if m.source_not_found is not None]
+
+
+def conclusion_as_recorded(view: RunView, recorded: RunConcluded) -> bool:
+    """Whether a stored conclusion follows from the run, under the rule in force when it was
+    recorded. Before migration 0008 a target of 0 (or less) counted as met from the plan on,
+    so a run analyzed before its first round concluded `passed`; SPEC 3 decides
+    `target_met` after every round, so today it concludes `inconclusive`. A conclusion
+    recorded under the earlier rule still verifies as recorded."""
+    if conclusion_event(view) == recorded:
+        return True
+    run = view.run
+    earlier_rule = (
+        run.rounds_recorded == 0
+        and run.target_relative_improvement <= 0.0
+        and recorded.round_count == 0
+        and recorded.target_met
+    )
+    if not earlier_rule:
+        return False
+    met = replace(view, run=replace(run, target_met=True))
+    return conclusion_event(met) == recorded
 
 
 def conclusion_event(view: RunView) -> RunConcluded:

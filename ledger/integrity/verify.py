@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core import projections
-from ledger.core.controller import conclusion_event
+from ledger.core.controller import conclusion_as_recorded
 from ledger.core.events import (
     Event,
     MeasurementsRecorded,
@@ -229,7 +229,7 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
         state.profile_files.update(f.sha256 for f in event.files)
     elif isinstance(event, RunConcluded) and (view := state.view) is not None:
         full = RunView(run=view.run, cases=view.cases, rounds=view.rounds)
-        if conclusion_event(full) != event:
+        if not conclusion_as_recorded(full, event):
             raise _fail(e, "replay", "the conclusion does not follow from the rounds")
     elif isinstance(event, RunReopened) and (view := state.view) is not None:
         if not view.concluded:

@@ -51,3 +51,20 @@ def test_shapes_are_reported_apart_and_chosen_with_shape(cli, campaign):
     assert wrong.exit_code == 2
     assert wrong.stderr.startswith("Error: ") and "matches none of the shapes" in wrong.stderr
     assert wrong.stderr.count("\n") == 1
+
+
+def test_real_msprof_op_folder_and_op_summary_are_profiled(cli, campaign):
+    _plan(cli, campaign)
+    folder = REAL / "msprof-op" / "tilelang-matmul-add-serial"
+    text = cli("profile", folder, "--run", campaign.run_id, "--baseline")
+    assert text.exit_code == 0, text.stderr
+    assert "bottleneck: memory-transfer" in text.stdout
+    assert "note:" not in text.stdout  # the tables' repeated block columns agree
+    body = cli("profile", folder, "--run", campaign.run_id, "--baseline", "--json").json()
+    assert body["signals"]["aic_core_count"] == 32 and body["signals"]["block_dim"] == 32
+    assert body["format"] == "msprof-op" and body["notes"] == []
+    summary = REAL / "op-summary" / "tilelang-matmul-add-serial"
+    again = cli("profile", summary, "--run", campaign.run_id, "--baseline", "--json")
+    assert again.exit_code == 0, again.stderr
+    assert again.json()["attribution"]["bottleneck"] == "memory-transfer"
+    assert cli("verify").exit_code == 0

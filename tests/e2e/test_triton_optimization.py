@@ -132,7 +132,9 @@ class Pair:
         )
 
 
-def start(pair: Pair, *, max_rounds: int = 5, failures: int = 3, **extra) -> dict:
+def start(
+    pair: Pair, *, max_rounds: int = 5, failures: int = 3, objective: dict = OBJECTIVE, **extra
+) -> dict:
     """Kernel v0 planned with its passed validation; returns the kernels written."""
     i = pair.inputs
     kernels = {name: i.kernel(name) for name in ("v0", "v1", "v2", "v3", "v4")}
@@ -148,7 +150,7 @@ def start(pair: Pair, *, max_rounds: int = 5, failures: int = 3, **extra) -> dic
             {"case_id": IDS[0], "median_us": 18.0, "repeats": 50},
             {"case_id": IDS[1], "median_us": 40.5, "repeats": 50, "source": "raw/none.json"},
         ],
-        objective=OBJECTIVE,
+        objective=objective,
         max_rounds=max_rounds,
         max_consecutive_failures=failures,
         **extra,
@@ -443,3 +445,18 @@ def test_the_controllers_own_tests_pass_against_the_drop_in(tmp_path: Path) -> N
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"\b2 passed\b", done.stdout), done.stdout
     shutil.rmtree(workspace.root)
+
+
+@pytest.mark.parametrize("rounds", [0, 1])
+def test_a_target_of_zero_agrees(tmp_path: Path, rounds: int) -> None:
+    """The controller sets target_met when a round is recorded, never at plan: with a target
+    of 0, analyze straight after plan is inconclusive, and after any round (a FAIL too) it
+    has passed."""
+    pair = Pair(tmp_path)
+    k = start(pair, objective={**OBJECTIVE, "target_relative_improvement": 0})
+    i = pair.inputs
+    if rounds:
+        r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"], status="failed"), None)
+        out = pair.record(r1)
+        assert out["decision"] == "FAIL" and out["target_met"]
+    assert pair.analyze()["status"] == ("passed" if rounds else "inconclusive")

@@ -657,3 +657,23 @@ def test_full_run_csv_after_a_preamble_is_read_from_its_header(tmp_path: Path) -
     p = load_profile(path)
     assert p.signals["task_duration_us"] == 12.5
     assert p.notes[0] == "kernel_details.csv: skipped 1 line(s) before the header"
+
+
+def test_msprof_repeated_columns_are_noted_only_when_they_disagree() -> None:
+    basic = "Op Name,Op Type,Task Duration(us),Block Dim,\nk,vector,10,2,\n"
+    pipe = (
+        "block_id,sub_block_id,aiv_time(us),aiv_mte2_ratio,\n"
+        "0,vector0,4.0,0.5,\n1,vector0,6.0,0.7,\n"
+    )
+    agreeing = pipe.replace("aiv_mte2_ratio", "aiv_mte2_instructions")
+    same = parse_msprof_op(basic, pipe, memory=agreeing)
+    assert same.notes == ()  # aiv_time(us) repeats with the same values: no news
+    assert same.signals["aiv_mte2_instructions"] == 1.2
+    other = "block_id,sub_block_id,aiv_time(us),aiv_mte2_ratio,\n0,vector0,4.0,0.1,\n"
+    p = parse_msprof_op(basic, pipe, memory=other)
+    assert p.signals["aiv_mte2_ratio"] == pytest.approx(0.62)  # PipeUtilization's, kept
+    assert len(p.notes) == 2  # aiv_time(us) max 4 vs 6, and the ratio 0.1 vs 0.62
+    assert p.notes[1] == (
+        "Memory.csv: column 'aiv_mte2_ratio' gives 0.1 where an earlier table gave "
+        "aiv_mte2_ratio 0.62; the earlier value is kept"
+    )

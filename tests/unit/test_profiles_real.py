@@ -304,3 +304,236 @@ def test_level0_block_dim_zero_is_dropped_with_a_note() -> None:
     assert "block_dim" not in p.signals
     assert any("block_dim 0 means not collected" in n for n in p.notes)
     assert p.attributes.get("task_type") is None  # "N/A"
+
+
+# --------------------------------------------------------------------------- msprof op
+
+
+MSPROF_OP = REAL / "msprof-op"
+OP_SUMMARY = REAL / "op-summary"
+MIX_TINY = MSPROF_OP / "mix-tiny-910b2"
+VECTOR_ADD = MSPROF_OP / "vector-add-910b2"
+MATMUL_ADD = MSPROF_OP / "tilelang-matmul-add-serial"
+MATMUL_ADD_OPPROF = MATMUL_ADD / "OPPROF_20260606121334_TZPHUMBSCSOLEEVR"
+# The 910B2 of these runs (npu-smi in the source's logs): 24 cube and 48 vector cores.
+A2_910B2 = TargetCaps(cube_cores=24, vector_cores=48)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        MIX_TINY,  # the folder above OPPROF_001
+        MIX_TINY / "OPPROF_001",
+        MIX_TINY / "OPPROF_001" / "OpBasicInfo.csv",
+        MIX_TINY / "OPPROF_001" / "PipeUtilization.csv",  # a per-core table: its folder
+    ],
+    ids=["parent", "opprof", "opbasicinfo", "pipeutilization"],
+)
+def test_msprof_op_folder_is_found_from_any_of_its_paths(path: Path) -> None:
+    p = load_profile(path)
+    assert p.format == "msprof-op"
+    assert p.kernel_name == "sanitized_operator_kernel"
+    assert len(p.files) == 7  # every table of the Default metric set is read and hashed
+
+
+def test_msprof_op_tiny_mix_kernel() -> None:
+    p = load_profile(MIX_TINY)
+    s = p.signals
+    # OpBasicInfo: "sanitized_operator_kernel,mix,5.740459,1,2,0,1000,1800,1800," (trailing
+    # comma), so one cube core and its two vector sub-cores
+    assert s["task_duration_us"] == 5.740459
+    assert (s["block_dim"], s["mix_block_dim"]) == (1, 2)
+    assert (s["current_freq_mhz"], s["rated_freq_mhz"]) == (1800, 1800)
+    assert p.attributes["op_type"] == "mix"
+    # one "cube0" row and one "vector0" row; NA on the other side of each
+    assert (s["aic_core_count"], s["aiv_core_count"]) == (1, 1)
+    assert s["aic_time_us"] == 2.288333 and s["aiv_time_us"] == 3.200556
+    assert s["aic_scalar_ratio"] == 0.334556 and s["aiv_scalar_ratio"] == 0.326222
+    assert s["aiv_mte2_ratio"] == 0.183667 and s["aiv_mte3_wait_ratio"] == 0.228333
+    assert s["aiv_vec_fops"] == 640  # ArithmeticUtilization
+    assert s["gm_to_ub_kb"] == 4.0 and s["ub_to_gm_kb"] == 4.0  # Memory, KB
+    assert s["gm_to_ub_bw_usage_rate"] == pytest.approx(0.00302058)  # "0.302058" (%)
+    assert s["l1_to_gm_datas_kb_estimate"] == 1.0  # "L1_to_GM_datas(KB)(estimate)"
+    assert s["aiv_ub_read_bw_vector_gbps"] == 7.5  # MemoryUB
+    # every table repeats aic_time(us), aiv_time(us) and the cycle counts, Memory repeats
+    # the MTE ratios: agreeing repeats are no news
+    assert p.notes == ()
+    a = classify(s, A2_910B2, attributes=p.attributes)
+    # 1 block on 24 cube cores for 5.7 us (over the 5 us fixed-cost line); the scalar pipe
+    # (33% on both sides) leads the pipes
+    assert a.bottleneck == "insufficient-parallelism", a.evidence
+    assert a.evidence[0] == "block_dim 1 < 0.75 x 24 usable cube cores"
+    assert "also-scalar-flow-control" in a.flags
+
+
+def test_msprof_op_vector_add_on_eight_of_48_vector_cores() -> None:
+    p = load_profile(VECTOR_ADD)
+    s = p.signals
+    assert p.kernel_name == "sanitized_add_custom_vector" and p.attributes["op_type"] == "vector"
+    assert s["task_duration_us"] == 9.22 and s["block_dim"] == 8
+    assert "mix_block_dim" not in s  # "NA"
+    # the source kept 3 of the 8 blocks' rows: blocks 0-2, "vector0" each
+    assert s["aiv_core_count"] == 3 and "aic_core_count" not in s
+    assert s["aiv_time_us"] == 8.661667  # the slowest block
+    assert s["aiv_time_imbalance"] == pytest.approx(8.661667 / (24.999 / 3), rel=1e-3)
+    # ratios weighted by each block's aiv_time(us): 7.899445, 8.438889, 8.661667
+    assert s["aiv_scalar_ratio"] == pytest.approx(0.982911, abs=1e-6)
+    assert s["aiv_mte2_ratio"] == pytest.approx(0.504800, abs=1e-6)
+    assert s["aiv_mte3_ratio"] == pytest.approx(0.328067, abs=1e-6)
+    assert s["aiv_vec_ratio"] == pytest.approx(0.059844, abs=1e-6)
+    assert s["gm_to_ub_kb"] == 3 * 8.125 and s["ub_to_gm_kb"] == 3 * 4.0  # summed
+    assert p.notes == ()
+    a = classify(s, A2_910B2, attributes=p.attributes)
+    # 8 blocks on 48 vector cores; inside each block the scalar pipe is busy 98% of the
+    # time, MTE2+MTE3 83%, the vector pipe 6%
+    assert a.bottleneck == "insufficient-parallelism", a.evidence
+    assert a.evidence[0] == "block_dim 8 < 0.75 x 48 usable vector cores"
+    assert "also-scalar-flow-control" in a.flags and "also-memory-transfer" in a.flags
+    assert "scalar share 0.98 of aiv time" in a.evidence[1]
+
+
+def test_msprof_op_mix_matmul_add_per_core_rows() -> None:
+    p = load_profile(MATMUL_ADD)
+    s = p.signals
+    assert p.kernel_name == "main_kernel_mix_aic"  # msprof op names the mix kernel's AIC part
+    assert s["task_duration_us"] == 52.48
+    assert (s["block_dim"], s["mix_block_dim"]) == (32, 64)
+    # 32 "cube0" rows and 64 "vector0"/"vector1" rows: two vector sub-cores per block
+    assert (s["aic_core_count"], s["aiv_core_count"]) == (32, 64)
+    assert s["aic_time_us"] == 26.176111 and s["aiv_time_us"] == 28.84111  # the slowest
+    assert s["aic_mte2_time_us"] == 13.839444  # max over the cube cores
+    assert 0.21 < s["aic_mte2_ratio"] < 0.23  # 0.17-0.27 per block
+    assert 0.09 < s["aic_cube_ratio"] < 0.10
+    # L2Cache: hit rates in percent become fractions; block 0's cube core reads at 67.2%
+    assert 0.85 < s["aic_read_hit_rate"] < 0.95 and 0.80 < s["aiv_total_hit_rate"] < 0.85
+    assert s["aiv_write_cache_hit"] == 194  # every vector row says 194
+    assert p.notes == ()
+    a = classify(s, A2_910B2, attributes=p.attributes)
+    # 32 blocks on 24 cube cores fill them; on the cube side MTE2 (22%) + MTE1 (6%) lead
+    # the cube pipe (10%) and scalar (7%)
+    assert a.bottleneck == "memory-transfer", a.evidence
+    assert a.evidence[0].startswith("memory share 0.28 of aic time (aic_mte1_ratio 0.06 + ")
+    assert a.flags == ()
+
+
+def test_msprof_op_and_op_summary_of_one_kernel_agree_on_its_class() -> None:
+    # the same TileLang matmul+add: its app-level op_summary (92.6 us) and its msprof op
+    # replay (52.5 us) put the MTE pipes first on the cube side
+    op = load_profile(MATMUL_ADD)
+    summary = load_profile(OP_SUMMARY / "tilelang-matmul-add-serial")
+    for p in (op, summary):
+        a = classify(p.signals, A2_910B2, attributes=p.attributes)
+        assert a.bottleneck == "memory-transfer", (p.format, a.evidence)
+
+
+# --------------------------------------------------------------------------- op_summary
+
+
+OP_SUMMARY_CASES = [
+    # (folder, launches, duration, class, first evidence, why)
+    (
+        "tilelang-matmul-add-serial",
+        1,
+        92.6,
+        "memory-transfer",
+        "memory share 0.49 of aic time (aic_mte1_ratio 0.16 + aic_mte2_ratio 0.33); next cube 0.29",
+        "MIX_AIC on 32 blocks: MTE1 16% + MTE2 33% of the cube core's time against mac 26% "
+        "+ fixpipe 3.5%",
+    ),
+    (
+        "tilelang-matmul-add-pipelined",
+        1,
+        96.16,
+        "memory-transfer",
+        "memory share 0.50 of aic time (aic_mte1_ratio 0.15 + aic_mte2_ratio 0.35); next cube 0.28",
+        "the same kernel pipelined: MTE1 15% + MTE2 35% against mac 25% + fixpipe 3.5%",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("folder", "launches", "duration", "expected", "first", "why"),
+    OP_SUMMARY_CASES,
+    ids=[c[0] for c in OP_SUMMARY_CASES],
+)
+def test_op_summary_files_as_msprof_writes_them(
+    folder: str, launches: int, duration: float, expected: str, first: str, why: str
+) -> None:
+    (path,) = (OP_SUMMARY / folder).glob("op_summary_*.csv")
+    for where in (path, path.parent):  # the file, or the folder holding it
+        p = load_profile(where)
+        assert p.format == "op-summary" and p.kernel_name == "main_kernel"
+        s = p.signals
+        assert s["launch_count"] == launches and s["task_duration_us"] == duration
+        assert (s["block_dim"], s["mix_block_dim"]) == (32, 64)
+        assert p.attributes["task_type"] == "MIX_AIC"
+        # "Task Start Time(us)" cells end in a tab ("1780747958575020.950\t"): a time of
+        # day, never a signal
+        assert not [k for k in s if "start" in k]
+        assert p.notes == ()
+        a = classify(s, A2_910B2, attributes=p.attributes)
+        assert a.bottleneck == expected, (why, a.evidence)
+        assert a.evidence[0] == first
+
+
+def test_op_summary_units_and_aliases() -> None:
+    p = load_profile(OP_SUMMARY / "tilelang-matmul-add-serial")
+    s = p.signals
+    assert s["aic_time_us"] == 89.772  # aicore_time(us)
+    assert s["aic_cube_ratio"] == 0.256 and s["aic_cube_time_us"] == 23.0  # aic_mac_*
+    assert s["aiv_time_us"] == 98.936 and s["aiv_scalar_ratio"] == 0.105
+    assert s["cube_utilization"] == pytest.approx(0.28725)  # "28.725" under (%)
+    assert s["task_wait_time_us"] == 0
+    assert p.attributes["op_state"] == "dynamic" and p.attributes["hf32_eligible"] == "NO"
+    assert "input_shapes" not in p.attributes  # "N/A"
+
+
+def test_op_summary_three_launches_are_medians() -> None:
+    p = load_profile(OP_SUMMARY / "tilelang-svd")
+    s = p.signals
+    assert s["launch_count"] == 3 and p.attributes["task_id"] == "0 | 1 | 2"
+    assert s["task_duration_us"] == 86846.72  # of 87139.380, 86808.420, 86846.720
+    assert s["task_wait_time_us"] == 6560.58  # of 0, 6958.62, 6560.58
+    assert s["aiv_scalar_ratio"] == 0.999 and s["aic_scalar_ratio"] == 0.944
+    assert p.shapes == ()  # "N/A" shapes: one group
+
+
+SCALAR_BOUND_MANY_BLOCKS = [
+    # (folder, aiv scalar ratio as evidence)
+    ("tilelang-svd", "aiv_scalar_ratio 1.00"),
+    ("mix-tiny-910b2", "aiv_scalar_ratio 0.99"),
+]
+
+
+@pytest.mark.parametrize(("folder", "scalar"), SCALAR_BOUND_MANY_BLOCKS)
+def test_op_summary_scalar_bound_kernels_show_their_scalar_pipe(folder: str, scalar: str) -> None:
+    # MIX_AIC on 256 blocks for 42-87 ms: the vector side spends 99-100% of its time in
+    # the scalar pipe, every other pipe under 1%
+    p = load_profile(OP_SUMMARY / folder)
+    assert p.signals["block_dim"] == 256 and p.signals["task_duration_us"] > 40_000
+    a = classify(p.signals, A2_910B2, attributes=p.attributes)
+    assert "also-scalar-flow-control" in a.flags or a.bottleneck == "scalar-flow-control"
+    assert any(scalar in e for e in a.evidence), a.evidence
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="rules v2 put launch-scheduling (block_dim >= 4 x cores) before the pipes "
+    "whatever the time per block: 256 blocks of ~8 ms on 24 cube cores are no scheduling "
+    "cost, the scalar pipe is",
+)
+@pytest.mark.parametrize("folder", [c[0] for c in SCALAR_BOUND_MANY_BLOCKS])
+def test_op_summary_scalar_bound_kernels_are_scalar_flow_control(folder: str) -> None:
+    p = load_profile(OP_SUMMARY / folder)
+    a = classify(p.signals, A2_910B2, attributes=p.attributes)
+    assert a.bottleneck == "scalar-flow-control", a.evidence
+
+
+def test_every_real_msprof_op_and_op_summary_file_is_read_and_attributed() -> None:
+    folders = [*MSPROF_OP.iterdir(), *OP_SUMMARY.iterdir()]
+    assert len(folders) == 7
+    for folder in folders:
+        p = load_profile(folder)
+        assert p.format in ("msprof-op", "op-summary")
+        a = classify(p.signals, A2_910B2, attributes=p.attributes)
+        assert a.bottleneck != "unknown", (folder.name, a.evidence)

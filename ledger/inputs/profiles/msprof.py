@@ -130,26 +130,34 @@ def _aggregate_cores(
         present = [(i, v * scale) for i, v in enumerate(cells) if v is not None]
         if not present:
             continue
-        if name in signals:
-            notes.append(f"{table.source}: column {heading!r} duplicates signal {name}; ignored")
-            continue
         rule = _core_rule(heading, name, scale)
         values = [v for _, v in present]
+        value: float
         if rule == "weighted":
             w = weights.get(name[:3])
             pairs = [(v, w[i]) for i, v in present] if w else []
             if pairs and all(wt is not None and wt > 0 for _, wt in pairs):
                 total = math.fsum(wt or 0.0 for _, wt in pairs)
-                signals[name] = math.fsum(v * (wt or 0.0) for v, wt in pairs) / total
-                used.add(f"{name[:3]}_time-weighted mean")
-                continue
-            rule = "mean"
+                value = math.fsum(v * (wt or 0.0) for v, wt in pairs) / total
+                rule = f"{name[:3]}_time-weighted mean"
+            else:
+                rule = "mean"
         if rule == "max":
-            signals[name] = max(values)
+            value = max(values)
         elif rule == "sum":
-            signals[name] = math.fsum(values)
-        else:
-            signals[name] = math.fsum(values) / len(values)
+            value = math.fsum(values)
+        elif rule == "mean":
+            value = math.fsum(values) / len(values)
+        if name in signals:
+            # every msprof op table repeats the block columns (aic_time(us), ...) and
+            # Memory repeats the MTE ratios: only a repeat that disagrees is worth a note
+            if not math.isclose(value, signals[name], rel_tol=1e-9, abs_tol=1e-12):
+                notes.append(
+                    f"{table.source}: column {heading!r} gives {value:.6g} where an earlier "
+                    f"table gave {name} {signals[name]:.6g}; the earlier value is kept"
+                )
+            continue
+        signals[name] = value
         used.add(rule)
     for prefix, column in weights.items():
         times = [t for t in column if t is not None]

@@ -54,7 +54,7 @@ _TASK_SIGNALS = {
     "mix block dim": "mix_block_dim",
     "mix block num": "mix_block_dim",
 }
-_TASK_SKIPPED = frozenset({"task start time(us)", "start time(us)"})
+_TASK_SKIPPED = frozenset({"task start time(us)", "task start time", "start time(us)"})
 
 
 def _task_signals(
