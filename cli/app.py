@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import os
 import sys
 from types import MethodType, SimpleNamespace
 
@@ -15,27 +17,38 @@ try:  # newer typer ships its own copy of click
 except ImportError:  # pragma: no cover - typer releases that depend on click
     from click import exceptions as click_exceptions
 
-from cli import audit, db, insight, query, rounds, skill, stats
-from cli import report as report_cmd
-from cli import serve as serve_cmd
 from cli.output import EXIT_INTERNAL, error
 
 HELP_NAMES = ["-h", "--help"]
 DEFAULT_DB = "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3"  # as the store's
 
-app = typer.Typer(
-    name="kernel-ledger",
-    help="An event-sourced, hash-chained ledger for kernel optimization rounds.\n\n"
-    "\b\nThe ledger is --db URL, else $KERNEL_LEDGER_DB, else\n"
-    f"{DEFAULT_DB}\n"
-    "(relative to the working directory). Options of the whole program, such as --db,\n"
-    "go before or after the command: kernel-ledger status --db URL.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": HELP_NAMES},
-)
+# Every command, in the order of the help, with the module that registers it (`register(app)`
+# for commands, `app` for the groups). A command line names one command: only its module is
+# imported and only its click command is built (`application`), so `record` does not pay for
+# the other twenty-odd commands' modules and signatures.
+COMMANDS: dict[str, str] = {
+    "plan": "cli.rounds",
+    "record": "cli.rounds",
+    "analyze": "cli.rounds",
+    "status": "cli.query",
+    "history": "cli.query",
+    "profile": "cli.insight",
+    "diagnose": "cli.insight",
+    "show": "cli.insight",
+    "compare": "cli.insight",
+    "noise": "cli.stats",
+    "decide": "cli.stats",
+    "report": "cli.report",
+    "serve": "cli.serve",
+    "verify": "cli.audit",
+    "checkpoint": "cli.audit",
+    "export": "cli.audit",
+    "import": "cli.audit",
+    "check-merge": "cli.audit",
+    "checkout": "cli.audit",
+    "mcp": "cli.app",
+}
+GROUPS: dict[str, str] = {"db": "cli.db", "skill": "cli.skill"}
 
 
 def _print_version(value: bool) -> None:
@@ -46,7 +59,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _global(
     ctx: typer.Context,
     db_url: str = typer.Option(
@@ -67,18 +79,6 @@ def _global(
     ctx.obj = {"db": db_url}
 
 
-rounds.register(app)
-query.register(app)
-insight.register(app)
-stats.register(app)
-report_cmd.register(app)
-serve_cmd.register(app)
-audit.register(app)
-app.add_typer(db.app, name="db")
-app.add_typer(skill.app, name="skill")
-
-
-@app.command("mcp")
 def mcp_server(ctx: typer.Context) -> None:
     """Serve the campaign and audit commands as MCP tools on stdin/stdout, for coding
     agents: one process, the ledger opened once. Results are the objects --json prints.
@@ -96,6 +96,46 @@ def mcp_server(ctx: typer.Context) -> None:
     serve((ctx.obj or {}).get("db"))
 
 
+def register(target: typer.Typer) -> None:
+    target.command("mcp")(mcp_server)
+
+
+def application(only: str | None = None) -> typer.Typer:
+    """The typer application: every command, or with `only` just that command or group
+    (its help, usage lines and errors are the same either way)."""
+    target = typer.Typer(
+        name="kernel-ledger",
+        help="An event-sourced, hash-chained ledger for kernel optimization rounds.\n\n"
+        "\b\nThe ledger is --db URL, else $KERNEL_LEDGER_DB, else\n"
+        f"{DEFAULT_DB}\n"
+        "(relative to the working directory). Options of the whole program, such as --db,\n"
+        "go before or after the command: kernel-ledger status --db URL.",
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": HELP_NAMES},
+    )
+    target.callback()(_global)
+    modules = [COMMANDS[only]] if only in COMMANDS else [] if only else list(COMMANDS.values())
+    for name in dict.fromkeys(modules):
+        importlib.import_module(name).register(target)
+    if only is not None:
+        target.registered_commands = [c for c in target.registered_commands if c.name == only]
+    for name, module in GROUPS.items():
+        if only is None or only == name:
+            target.add_typer(importlib.import_module(module).app, name=name)
+    return target
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`cli.app.app`: the whole application, built on first use."""
+    if name == "app":
+        whole = globals()["app"] = application()
+        return whole
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def usage_pieces(cmd: typer.core.TyperCommand, ctx) -> list[str]:
     """A usage line as people write it: `profile [OPTIONS] PATH`, `import [OPTIONS] [FILE]`
     (typer 0.2x writes a required argument as `{PATH}`)."""
@@ -107,8 +147,9 @@ def usage_pieces(cmd: typer.core.TyperCommand, ctx) -> list[str]:
     return pieces
 
 
-def command() -> typer.core.TyperGroup:
-    """The click command of the app, with text options and flags coerced without pydantic.
+def command(args: list[str] | None = None) -> typer.core.TyperGroup:
+    """The click command of the app, with text options and flags coerced without pydantic;
+    for a command line that names a command (`args`), of that command alone.
 
     typer (0.2x) coerces each option's value through a pydantic TypeAdapter that it builds
     the first time the option is parsed, even when no value was given. Importing pydantic's
@@ -123,7 +164,7 @@ def command() -> typer.core.TyperGroup:
 
     It also gives every command the usage line of `usage_pieces`.
     """
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(application(named_command(args or [])))
     try:
         from typer._coercion import PassThroughRuntimeParam
     except ImportError:  # pragma: no cover - typer releases without runtime coercion
@@ -157,6 +198,25 @@ def command() -> typer.core.TyperGroup:
                 plain(help_option)
         pending.extend(getattr(cmd, "commands", {}).values())
     return group
+
+
+def named_command(args: list[str]) -> str | None:
+    """The command (or group) a command line names after the program's options, when it is
+    one of ours and nothing asks for the whole program (completion, --version, help).
+
+    >>> named_command(["--db", "sqlite:///l", "record", "--run", "r"])
+    'record'
+    >>> named_command(["--help"]) is None and named_command(["recrod"]) is None
+    True
+    """
+    if "_KERNEL_LEDGER_COMPLETE" in os.environ:
+        return None
+    at = 0
+    while at < len(args) and args[at].startswith("--db"):
+        at += 2 if args[at] == "--db" else 1
+    if at < len(args) and (args[at] in COMMANDS or args[at] in GROUPS):
+        return args[at]
+    return None
 
 
 def global_options_first(args: list[str]) -> list[str]:
@@ -194,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     args = global_options_first(sys.argv[1:] if argv is None else list(argv))
     as_json = "--json" in args
     try:
-        result = command()(args=args, prog_name="kernel-ledger", standalone_mode=False)
+        result = command(args)(args=args, prog_name="kernel-ledger", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             sys.stdout.write(exc.ctx.get_help() + "\n")

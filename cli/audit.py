@@ -8,8 +8,16 @@ import sys
 import typer
 
 from cli import tools
-from cli.common import JSON, MAX_COUNT, checked_run_id, input_path, ledger, open_store
-from cli.output import emit_json, error, progress, say, terminal_safe
+from cli.common import (
+    JSON,
+    checked_options,
+    checked_run_id,
+    input_path,
+    ledger,
+    open_store,
+    run_use_case,
+)
+from cli.output import emit_json, error, plural, progress, say, terminal_safe
 
 CHECKPOINT = typer.Option(
     None,
@@ -73,9 +81,7 @@ def _progress(as_json: bool, what: str = "verifying"):
 
 def verify(
     ctx: typer.Context,
-    run: str = typer.Option(
-        None, "--run", metavar="ID", callback=checked_run_id, help="Only this run's events."
-    ),
+    run: str = typer.Option(None, "--run", metavar="ID", help="Only this run's events."),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
     artifacts: bool = typer.Option(
@@ -100,16 +106,7 @@ def verify(
     """
     on_progress, finish = _progress(as_json)
     try:
-        out = tools.verify(
-            ledger(ctx),
-            run=run,
-            checkpoint=checkpoint,
-            verifier_key=verifier_key,
-            artifacts=artifacts,
-            bundle=bundle,
-            chain=chain,
-            on_progress=on_progress,
-        )
+        out = run_use_case(ctx, "verify", on_progress=on_progress)
     finally:
         finish()
     kind, report = out.value
@@ -117,17 +114,19 @@ def verify(
         emit_json(out.document)
     elif kind == "chain" and report.ok:
         say(
-            f"chain verified: {report.events_checked} events in {report.runs_checked} runs; "
+            f"chain verified: {plural(report.events_checked, 'event')} in "
+            f"{plural(report.runs_checked, 'run')}; "
             f"checks {', '.join(report.checks)} all ok"
         )
     elif kind == "bundle" and report.ok:
         say(
-            f"bundle verified: run {report.run_id}, {report.events_checked} events and "
-            f"{report.blobs_checked} files, all in the tree of {report.tree_size} events of "
+            f"bundle verified: run {report.run_id}, {plural(report.events_checked, 'event')} and "
+            f"{plural(report.blobs_checked, 'file')}, all in the tree of "
+            f"{plural(report.tree_size, 'event')} of "
             f"{report.origin} ({report.root})"
         )
         if report.pinned is not None:
-            say(f"pinned checkpoint of {report.pinned['size']} events holds")
+            say(f"pinned checkpoint of {plural(report.pinned['size'], 'event')} holds")
     elif kind == "ledger":
         _say_verified(report)
     if out.failure is not None:
@@ -139,11 +138,11 @@ def _say_verified(report) -> None:
     if report.chain_ok and report.first_failure is None:
         checks = report.checks()
         say(
-            f"verified: {report.ledger.events_checked} events in {report.ledger.runs_checked} "
-            f"runs; checks {', '.join(checks)} all ok"
+            f"verified: {plural(report.ledger.events_checked, 'event')} in "
+            f"{plural(report.ledger.runs_checked, 'run')}; checks {', '.join(checks)} all ok"
         )
     if report.pinned is not None and report.pinned.status == "ok":
-        say(f"checkpoint of {report.pinned.size} events holds ({report.pinned.root})")
+        say(f"checkpoint of {plural(report.pinned.size, 'event')} holds ({report.pinned.root})")
     for warning in report.ledger.warnings:
         say(f"warning: {warning}")
     if report.artifacts is not None:
@@ -273,8 +272,10 @@ def export(
         )
     else:
         say(
-            f"exported run {result.run_id}: {result.events} events and {result.blobs} files to "
-            f"{result.path}, proven in the tree of {result.tree_size} events ({result.root})"
+            f"exported run {result.run_id}: {plural(result.events, 'event')} and "
+            f"{plural(result.blobs, 'file')} to "
+            f"{result.path}, proven in the tree of {plural(result.tree_size, 'event')} "
+            f"({result.root})"
         )
 
 
@@ -338,7 +339,8 @@ def import_(
         )
     elif result.events_imported:
         say(
-            f"imported run {result.run_id} from {result.origin}: {result.events_imported} events "
+            f"imported run {result.run_id} from {result.origin}: "
+            f"{plural(result.events_imported, 'event')} "
             f"(seq {result.first_seq}-{result.last_seq})"
         )
     else:
@@ -400,8 +402,9 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
         elif result.concluded:
             concluded = f", concluded {result.conclusion}"
         say(
-            f"imported legacy run {result.run_id}: {result.rounds} rounds "
-            f"({', '.join(result.decisions) or 'none'}), {result.events} events" + concluded
+            f"imported legacy run {result.run_id}: {plural(result.rounds, 'round')} "
+            f"({', '.join(result.decisions) or 'none'}), {plural(result.events, 'event')}"
+            + concluded
         )
     else:
         say(f"legacy run {result.run_id} is already in the ledger; nothing to import")
@@ -414,9 +417,7 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
 
 def check_merge(
     ctx: typer.Context,
-    run: str = typer.Option(
-        ..., "--run", metavar="ID", callback=checked_run_id, help="The run the kernel comes from."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run the kernel comes from."),
     kernel: str = typer.Option(..., "--kernel", metavar="PATH", help="The kernel file to merge."),
     checkpoint: str = CHECKPOINT,
     verifier_key: str = VERIFIER_KEY,
@@ -437,9 +438,7 @@ def check_merge(
         kernel-ledger check-merge --run softmax-demo-001 \\
           --kernel examples/softmax-demo/kernels/softmax_r5_gridstride.py
     """
-    out = tools.check_merge(
-        ledger(ctx), run, kernel, checkpoint, verifier_key, strict_artifacts, markdown
-    )
+    out = run_use_case(ctx, "check-merge")
     result = out.value
     if as_json:
         emit_json(out.document)
@@ -464,14 +463,11 @@ def check_merge(
 
 def checkout(
     ctx: typer.Context,
-    run: str = typer.Option(
-        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to restore from."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run to restore from."),
     round_no: int = typer.Option(
         None,
         "--round",
         metavar="N",
-        max=MAX_COUNT,
         help="Round N's candidate (0: the starting kernel).",
     ),
     out: str = typer.Option(
@@ -484,8 +480,8 @@ def checkout(
 
     Example: kernel-ledger checkout --run softmax-demo-001 --out softmax.py
     """
-    if out is not None:
-        done = tools.checkout(ledger(ctx), run, out, round_no, force)
+    if out is not None or as_json:
+        done = run_use_case(ctx, "checkout")
         if as_json:
             emit_json(done.document)
             return
@@ -495,11 +491,8 @@ def checkout(
             f"{restored.run_id} to {written} ({len(restored.content)} bytes)"
         )
         return
-    if as_json:
-        from ledger.errors import InputError
-
-        raise InputError("--json prints a JSON object; name the kernel file with --out")
-    restored = tools.restore(ledger(ctx), run, round_no)
+    options = checked_options(ctx, "checkout")
+    restored = tools.restore(ledger(ctx), options["run"], options["round_no"])
     sys.stdout.flush()
     if hasattr(sys.stdout, "buffer"):
         sys.stdout.buffer.write(restored.content)

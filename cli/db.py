@@ -8,7 +8,7 @@ import sys
 import typer
 
 from cli.common import JSON, ledger_url, open_store
-from cli.output import emit_json, progress, say
+from cli.output import emit_json, plural, progress, say
 
 app = typer.Typer(
     help="Schema migrations, moving a ledger, database roles.",
@@ -70,7 +70,7 @@ def rebuild_projections(ctx: typer.Context, as_json: bool = JSON) -> None:
     if as_json:
         emit_json({"status": "ok", "runs": runs})
     else:
-        say(f"rebuilt the projections of {runs} runs from their events")
+        say(f"rebuilt the projections of {plural(runs, 'run')} from their events")
 
 
 @app.command("copy")
@@ -123,7 +123,8 @@ def copy(
     else:
         others = ", ".join(f"{name} {n}" for name, n in result.other_rows.items())
         say(
-            f"copied {result.events} events, {result.blobs} blobs and rows ({others}) to "
+            f"copied {plural(result.events, 'event')}, {plural(result.blobs, 'blob')} and rows "
+            f"({others}) to "
             f"{target.shown_url} and rebuilt the projections of {result.runs} run(s)\n"
             f"ledger {result.ledger_id}, tree size {result.tree_size}, root "
             f"{result.tree_root}\nnext: kernel-ledger --db '{target.shown_url}' verify"

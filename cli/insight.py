@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from cli import tools
-from cli.common import JSON, MAX_COUNT, checked_run_id, ledger
-from cli.output import emit_json, pct, say, table
+from cli.common import JSON, run_use_case
+from cli.output import emit_json, pct, plural, say, table
 
 
 def register(app: typer.Typer) -> None:
@@ -19,12 +18,10 @@ def register(app: typer.Typer) -> None:
 def profile(
     ctx: typer.Context,
     path: str = typer.Argument(..., metavar="PATH", help="Profile file or folder."),
-    run: str = typer.Option(
-        ..., "--run", metavar="ID", callback=checked_run_id, help="The run the kernel belongs to."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run the kernel belongs to."),
     baseline: bool = typer.Option(False, "--baseline", help="Profile of the starting kernel."),
     round_no: int = typer.Option(
-        None, "--round", metavar="N", max=MAX_COUNT, help="Profile of round N's candidate."
+        None, "--round", metavar="N", help="Profile of round N's candidate."
     ),
     kernel: str = typer.Option(None, "--kernel", metavar="SHA256", help="Profile of this kernel."),
     kernel_name: str = typer.Option(
@@ -48,12 +45,13 @@ def profile(
         kernel-ledger profile --run softmax-demo-001 \\
           --baseline tests/fixtures/profiles/msprof-op/single
     """
-    out = tools.profile(ledger(ctx), path, run, baseline, round_no, kernel, kernel_name, shape)
+    out = run_use_case(ctx, "profile")
     if as_json:
         emit_json(out.document)
         return
     event, attribution = out.value, out.document["attribution"]
-    say(f"profile of {event.kernel_sha256[:12]} ({event.format}): {len(event.signals)} signals")
+    signals = plural(len(event.signals), "signal")
+    say(f"profile of {event.kernel_sha256[:12]} ({event.format}): {signals}")
     say(f"bottleneck: {attribution.get('bottleneck')}")
     for line in attribution.get("evidence", []):
         say(f"  - {line}")
@@ -76,7 +74,7 @@ def _say_profile_notes(attribution: dict, indent: str) -> None:
 
 def diagnose(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
     bottleneck: str = typer.Option(..., "--bottleneck", metavar="CLASS", help="The new model."),
     evidence: str = typer.Option(..., "--evidence", metavar="TEXT", help="What supports it."),
     as_json: bool = JSON,
@@ -89,7 +87,7 @@ def diagnose(
         kernel-ledger diagnose --run softmax-demo-001 \\
           --bottleneck memory-transfer --evidence "MTE2 ratio 0.57"
     """
-    out = tools.diagnose(ledger(ctx), run, bottleneck, evidence)
+    out = run_use_case(ctx, "diagnose")
     if as_json:
         emit_json(out.document)
         return
@@ -102,17 +100,15 @@ def diagnose(
 
 def show(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
-    round_no: int = typer.Option(
-        ..., "--round", metavar="N", max=MAX_COUNT, help="The round (0: baseline)."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
+    round_no: int = typer.Option(..., "--round", metavar="N", help="The round (0: baseline)."),
     as_json: bool = JSON,
 ) -> None:
     """One round in full: inputs, validation, measurements, profiles, decision and flags.
 
     Example: kernel-ledger show --run softmax-demo-001 --round 2
     """
-    out = tools.show(ledger(ctx), run, round_no)
+    out = run_use_case(ctx, "show")
     if as_json:
         emit_json(out.document)
         return
@@ -138,6 +134,8 @@ def show(
                         m["repeats"],
                         "file not found"
                         if m.get("source_not_found")
+                        else "not a samples file"
+                        if m.get("source_not_samples")
                         else len(m.get("samples_us") or []),
                     )
                     for m in detail["measurements"]["measurements"]
@@ -170,7 +168,7 @@ def show(
 
 def compare(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
     rounds: list[int] = typer.Option(..., "--round", metavar="N", help="Two rounds (0: baseline)."),
     as_json: bool = JSON,
 ) -> None:
@@ -178,7 +176,7 @@ def compare(
 
     Example: kernel-ledger compare --run softmax-demo-001 --round 0 --round 5
     """
-    out = tools.compare(ledger(ctx), run, rounds)
+    out = run_use_case(ctx, "compare")
     if as_json:
         emit_json(out.document)
         return

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import tools
-from cli.common import JSON, MAX_COUNT, checked_run_id, ledger
+from cli.common import JSON, ledger, run_use_case
 from cli.output import diagnose_hint, emit_json, failures, pct, say, table
 
 
@@ -16,16 +15,14 @@ def register(app: typer.Typer) -> None:
 
 def status(
     ctx: typer.Context,
-    run: str = typer.Option(
-        None, "--run", metavar="ID", callback=checked_run_id, help="One run in detail."
-    ),
+    run: str = typer.Option(None, "--run", metavar="ID", help="One run in detail."),
     as_json: bool = JSON,
 ) -> None:
     """Run status and best kernel; every run when --run is not given.
 
     Example: kernel-ledger status --run softmax-demo-001
     """
-    out = tools.status(ledger(ctx), run)
+    out = run_use_case(ctx, "status")
     if as_json:
         emit_json(out.document)
         return
@@ -77,9 +74,7 @@ def status(
 
 def history(
     ctx: typer.Context,
-    run: str = typer.Option(
-        None, "--run", metavar="ID", callback=checked_run_id, help="Only this run."
-    ),
+    run: str = typer.Option(None, "--run", metavar="ID", help="Only this run."),
     op: str = typer.Option(None, "--op", metavar="NAME", help="Only runs of this op."),
     soc: str = typer.Option(None, "--soc", metavar="SOC", help="Only runs on this target."),
     decision: str = typer.Option(
@@ -103,9 +98,7 @@ def history(
     ),
     since: str = typer.Option(None, "--since", metavar="WHEN", help="Recorded at or after (UTC)."),
     until: str = typer.Option(None, "--until", metavar="WHEN", help="Recorded before (UTC)."),
-    limit: int = typer.Option(
-        None, "--limit", metavar="N", max=MAX_COUNT, help="At most N rounds."
-    ),
+    limit: int = typer.Option(None, "--limit", metavar="N", help="At most N rounds."),
     as_json: bool = JSON,
 ) -> None:
     """Rounds across runs, oldest first, filtered; or, with --like-profile, the past rounds
@@ -113,21 +106,7 @@ def history(
 
     Example: kernel-ledger history --op softmax --decision KEEP
     """
-    out = tools.history(
-        ledger(ctx),
-        run=run,
-        op=op,
-        soc=soc,
-        decision=decision,
-        bottleneck=bottleneck,
-        mechanism=mechanism,
-        like_profile=like_profile,
-        kernel_name=kernel_name,
-        search=search,
-        since=since,
-        until=until,
-        limit=limit,
-    )
+    out = run_use_case(ctx, "history")
     if as_json:
         emit_json(out.document)
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from cli.common import JSON, checked_run_id, input_path, open_service
-from cli.output import emit_json, say
+from cli.output import emit_json, plural, say
 
 
 def register(app: typer.Typer) -> None:
@@ -53,6 +53,6 @@ def report(
     else:
         state = "ok" if v.ok else "FAILED (the report shows where)"
         say(
-            f"wrote {r.path} ({r.size} bytes): run {r.run_id}, {r.rounds} rounds, "
+            f"wrote {r.path} ({r.size} bytes): run {r.run_id}, {plural(r.rounds, 'round')}, "
             f"charts {', '.join(r.charts)}; verification {state}"
         )

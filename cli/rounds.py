@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import tools
-from cli.common import JSON, checked_run_id, ledger
+from cli.common import JSON, run_use_case
 from cli.output import diagnose_hint, emit_json, pct, plural, say
 
 
@@ -30,14 +29,15 @@ def plan(
 
     Example: kernel-ledger plan --config examples/softmax-demo/config.json --dry-run
     """
-    out = tools.plan(ledger(ctx), config, dry_run)
+    out = run_use_case(ctx, "plan")
     if as_json:
         emit_json(out.document)
         return
     result = out.value
     what = "checked (nothing written)" if dry_run else "planned"
     say(
-        f"{what} run {result.run_id}: {result.case_count} cases, kernel {result.kernel_sha256[:12]}"
+        f"{what} run {result.run_id}: {plural(result.case_count, 'case')}, "
+        f"kernel {result.kernel_sha256[:12]}"
     )
     for warning in result.warnings:
         say(f"warning: {warning}")
@@ -54,9 +54,7 @@ def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
 
 def record(
     ctx: typer.Context,
-    run: str = typer.Option(
-        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to record into."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run to record into."),
     result: str = typer.Option(..., "--result", metavar="FILE", help="Round result JSON."),
     as_json: bool = JSON,
 ) -> None:
@@ -68,7 +66,7 @@ def record(
         kernel-ledger record --run softmax-demo-001 \\
           --result examples/softmax-demo/rounds/round-1.json
     """
-    out = tools.record(ledger(ctx), run, result)
+    out = run_use_case(ctx, "record")
     if as_json:
         emit_json(out.document)
         return
@@ -88,9 +86,7 @@ def record(
 
 def analyze(
     ctx: typer.Context,
-    run: str = typer.Option(
-        ..., "--run", metavar="ID", callback=checked_run_id, help="The run to conclude."
-    ),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run to conclude."),
     output_dir: str = typer.Option(
         None,
         "--output-dir",
@@ -107,7 +103,7 @@ def analyze(
 
     Example: kernel-ledger analyze --run softmax-demo-001 --output-dir out/softmax
     """
-    out = tools.analyze(ledger(ctx), run, output_dir, force)
+    out = run_use_case(ctx, "analyze")
     if as_json:
         emit_json(out.document)
         return

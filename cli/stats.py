@@ -7,9 +7,8 @@ import sys
 
 import typer
 
-from cli import tools
-from cli.common import JSON, checked_run_id, input_path, ledger
-from cli.output import emit_json, pct, say
+from cli.common import JSON, input_path, run_use_case
+from cli.output import emit_json, pct, plural, say
 
 
 def register(app: typer.Typer) -> None:
@@ -19,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 def noise(
     ctx: typer.Context,
-    run: str = typer.Option(..., "--run", metavar="ID", callback=checked_run_id, help="The run."),
+    run: str = typer.Option(..., "--run", metavar="ID", help="The run."),
     measurements: str = typer.Option(
         ..., "--measurements", metavar="FILE", help="A/A remeasure of the current best kernel."
     ),
@@ -34,13 +33,13 @@ def noise(
         kernel-ledger noise --run softmax-demo-001 \\
           --measurements examples/softmax-demo/remeasures/aa-1.json
     """
-    out = tools.noise(ledger(ctx), run, measurements)
+    out = run_use_case(ctx, "noise")
     if as_json:
         emit_json(out.document)
         return
     result = out.value
     state = (
-        f"drift sigma {result['drift_sigma']:.4g} from {result['drift_pairs']} pairs"
+        f"drift sigma {result['drift_sigma']:.4g} from {plural(result['drift_pairs'], 'pair')}"
         if result["drift_estimated"]
         else f"drift unestimated ({result['drift_pairs']} usable pairs; 5 needed)"
     )

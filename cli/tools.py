@@ -2,7 +2,8 @@
 MCP server (`kernel-ledger mcp`).
 
 Each use case takes a `Ledger` (how to open the store) and the command's options by name,
-calls the service, and returns an `Outcome`: the one object `--json` prints (and the MCP
+already checked by their model in cli/arguments.py (both front ends call a use case through
+it), calls the service, and returns an `Outcome`: the one object `--json` prints (and the MCP
 tool returns), the result itself for the text renderer, and, for the checks, the one-line
 failure. Nothing here prints; rejected input raises the ledger's own errors before anything
 is written. Arguments that name files are paths, relative to the working directory.
@@ -246,8 +247,6 @@ def history(
 
     if decision is not None and decision.upper() not in DECISIONS:
         raise InputError(f"--decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
-    if limit is not None and limit < 1:
-        raise InputError("--limit must be at least 1")
     if like_profile is not None:
         return _like_profile(ledger, like_profile, kernel_name, limit or 10)
     f = RoundFilter(
@@ -355,10 +354,6 @@ def show(ledger: Ledger, run: str, round_no: int) -> Outcome:
 
 
 def compare(ledger: Ledger, run: str, rounds: list[int]) -> Outcome:
-    from ledger.errors import InputError
-
-    if len(rounds) != 2:
-        raise InputError("compare needs exactly two --round options")
     result = ledger.service().compare(run, rounds[0], rounds[1])
     return Outcome({"status": "ok", **result}, result)
 
@@ -497,7 +492,9 @@ def checkout(
     from ledger.integrity.gate import restore_kernel, write_kernel
 
     if out is None:
-        raise InputError("--json prints a JSON object; name the kernel file with --out")
+        raise InputError(
+            "a JSON result does not carry the kernel's source; name the kernel file with --out"
+        )
     store = ledger.store()
     restored = restore_kernel(store, run, round_no)
     written = write_kernel(Path(out), restored.content, force=force, protected=store.ledger_files())

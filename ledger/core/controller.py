@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ledger.core import decide
@@ -224,6 +224,8 @@ def decide_round(
         flags.append("retried-mechanism")
     if candidate_medians is not None and samples_not_found(evidence.measured.get(round_no)):
         flags.append(SAMPLES_NOT_FOUND)
+    if candidate_medians is not None and sources_not_samples(evidence.measured.get(round_no)):
+        flags.append(SOURCE_NOT_SAMPLES)
     return RoundDecided(
         round=round_no,
         decision=decision.value,
@@ -262,6 +264,8 @@ def decide_round(
 
 SAMPLES_NOT_FOUND = "samples-file-not-found"
 """The flag of a round whose measurements named a raw-samples file that did not exist."""
+SOURCE_NOT_SAMPLES = "source-not-samples"
+"""The flag of a round whose measurements named a `source` file that holds no samples."""
 
 
 def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
@@ -269,6 +273,34 @@ def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
     if measured is None:
         return []
     return [m.case_id for m in measured.measurements if m.source_not_found is not None]
+
+
+def sources_not_samples(measured: MeasurementsRecorded | None) -> list[str]:
+    """The cases whose measurement named a `source` file that is not a samples file."""
+    if measured is None:
+        return []
+    return [m.case_id for m in measured.measurements if m.source_not_samples is not None]
+
+
+def conclusion_as_recorded(view: RunView, recorded: RunConcluded) -> bool:
+    """Whether a stored conclusion follows from the run, under the rule in force when it was
+    recorded. Before migration 0008 a target of 0 (or less) counted as met from the plan on,
+    so a run analyzed before its first round concluded `passed`; SPEC 3 decides
+    `target_met` after every round, so today it concludes `inconclusive`. A conclusion
+    recorded under the earlier rule still verifies as recorded."""
+    if conclusion_event(view) == recorded:
+        return True
+    run = view.run
+    earlier_rule = (
+        run.rounds_recorded == 0
+        and run.target_relative_improvement <= 0.0
+        and recorded.round_count == 0
+        and recorded.target_met
+    )
+    if not earlier_rule:
+        return False
+    met = replace(view, run=replace(run, target_met=True))
+    return conclusion_event(met) == recorded
 
 
 def conclusion_event(view: RunView) -> RunConcluded:

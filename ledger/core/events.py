@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from ledger.integrity.hashing import canonical
 
 # Every model refuses NaN and Infinity where a number is typed: JSON has no such numbers, and
-# a payload must not become something else (null) on its way to canonical bytes.
-_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+# a payload must not become something else (null) on its way to canonical bytes. A model's
+# validator and serializer are built on first use, so a command builds those of the events
+# it reads and writes, not all of them.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
 
 class Event(BaseModel):
@@ -37,6 +39,7 @@ class _OmitsUnset(BaseModel):
     """A model whose `OMITTED` fields are left out of its payload while they are None, so
     a value recorded before those fields existed serializes exactly as it did."""
 
+    model_config = _CONFIG
     OMITTED: ClassVar[tuple[str, ...]] = ()
 
     @model_serializer(mode="wrap")
@@ -102,11 +105,13 @@ class Measurement(_OmitsUnset):
 
     `source_not_found` is the raw-samples file the row named (`source`) that did not exist:
     the JSON-file controller never reads that file, so the row's median and repeats stand
-    on their own. It is present only then, so every other measurement serializes as it did
-    before the field existed."""
+    on their own. `source_not_samples` says why a `source` that does exist is not a samples
+    file (a benchmark log, a dump of another shape): its bytes are recorded in `source` as
+    evidence and, again, the median and repeats stand on their own. Each is present only
+    then, so every other measurement serializes as it did before the fields existed."""
 
     model_config = _CONFIG
-    OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found",)
+    OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found", "source_not_samples")
     case_id: str
     median_us: float
     repeats: int
@@ -114,6 +119,7 @@ class Measurement(_OmitsUnset):
     source: FileRef | None = None
     extra: dict[str, Any] = {}
     source_not_found: NamedPath | None = None
+    source_not_samples: str | None = None
 
 
 class RunPlanned(Event):

@@ -192,7 +192,7 @@ def _planned(event: RunPlanned, version: int, at: str) -> RunView:
         kept_rounds=0,
         consecutive_failures=0,
         cumulative_improvement=0.0,
-        target_met=event.objective.target_relative_improvement <= 0.0,
+        target_met=False,  # SPEC 3: decided after every round, so not before the first
         needs_diagnosis=False,
         remaining_rounds=event.limits.max_rounds,
         stream_version=version,
@@ -402,6 +402,7 @@ def _concluded(work: _Working, version: int, at: str, event: RunConcluded) -> No
     run["status"] = "concluded"
     run["conclusion"] = event.conclusion
     run["concluded_at"] = at
+    run["target_met"] = event.target_met  # as the conclusion recorded it (migration 0008)
 
 
 def _reopened(work: _Working, version: int, at: str, event: RunReopened) -> None:

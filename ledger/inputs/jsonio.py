@@ -22,6 +22,22 @@ RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 """The one pattern of a run id, everywhere (config, manifest, bundle, --run): safe as a file
 name and on a terminal, and short enough for every backend's column."""
 MAX_DEPTH = 64
+MIN_TIME_US = 1e-6
+MAX_TIME_US = 1e12
+"""Every time the ledger takes (a median, a sample, in microseconds) lies within
+[MIN_TIME_US, MAX_TIME_US]: an attosecond to about 11.6 days. Within it every ratio, log,
+sum and statistic of a round stays finite and keeps its precision; outside it an input is
+refused (exit 2)."""
+TIME_RANGE = f"between {MIN_TIME_US:g} and {MAX_TIME_US:g} us"
+
+
+def time_problem(us: float) -> str | None:
+    """Why `us` is not a time the ledger takes, or None."""
+    if not math.isfinite(us) or not MIN_TIME_US <= us <= MAX_TIME_US:
+        return f"must be a time {TIME_RANGE}"
+    return None
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 
 from ledger.errors import CoverageError, InputError
-from ledger.inputs.jsonio import RUN_ID_RE, JsonFile, display, read_json
-from ledger.inputs.samples import time_problem
+from ledger.inputs.jsonio import RUN_ID_RE, JsonFile, display, read_json, time_problem
 from ledger.integrity.hashing import MAX_SAFE_INTEGER, sha256_hex
 
 if TYPE_CHECKING:
@@ -158,13 +157,14 @@ SchemaOne = Annotated[int, BeforeValidator(_schema_one)]
 
 
 class _Open(BaseModel):
-    """Extra keys are evidence: kept, not interpreted."""
+    """Extra keys are evidence: kept, not interpreted. (Each model's validator is built on
+    first use: `record` builds no configuration model, `plan` no round result.)"""
 
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True, defer_build=True)
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 # --- error formatting --------------------------------------------------------------------

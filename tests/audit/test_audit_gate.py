@@ -205,7 +205,7 @@ def test_checkout_restores_bytes_even_after_the_file_changed(cli, tmp_path):
     ("args", "message"),
     [
         (("--round", "9", "--out", "x.py"), "has no round 9"),
-        (("--round", "-1", "--out", "x.py"), "--round must be 0"),
+        (("--round", "-1", "--out", "x.py"), "'--round': -1 is not in the range x>=0"),
         (("--json",), "name the kernel file with --out"),
     ],
 )

@@ -87,7 +87,9 @@ def test_history_json_lists_flags_objects_and_one_reason(sqlite_url):
     golden = ROOT / "tests" / "fixtures" / "golden" / "ledger.sqlite3"
     copy = Path(sqlite_url.removeprefix("sqlite:///")).with_name("golden.sqlite3")
     copy.write_bytes(golden.read_bytes())
-    gpu = CliRunner(f"sqlite:///{copy}")("history", "--run", "gpu-softmax-001", "--json")
+    golden_cli = CliRunner(f"sqlite:///{copy}")
+    assert golden_cli("db", "upgrade").exit_code == 0  # kept at the revision it was made at
+    gpu = golden_cli("history", "--run", "gpu-softmax-001", "--json")
     first = gpu.json()["rounds"][0]
     assert first["flags"] == ["drift_unestimated", "mechanism-refuted"]
     assert isinstance(first["start_signals"], dict) and first["start_signals"]["grid_size"] == 4096

@@ -258,6 +258,20 @@ def test_medians_only_run_without_profiles(cli, campaign, tmp_path):
     assert f">{rec.json()['decision']}</span>" in page
 
 
+def test_counts_past_their_limit_read_as_such(cli, campaign, tmp_path):
+    campaign.max_consecutive_failures = 1
+    assert cli("plan", "--config", campaign.config()).exit_code == 0
+    for _ in range(2):
+        worse = [m * 1.5 for m in campaign.baseline]
+        rec = cli("record", "--run", campaign.run_id, "--result", campaign.round(worse), "--json")
+        assert rec.exit_code == 0 and rec.json()["decision"] == "DISCARD"
+        campaign.accepted("DISCARD", rec.json()["round"])
+    out = tmp_path / "r.html"
+    assert cli("report", "--run", campaign.run_id, "--html", out).exit_code == 0
+    page = " ".join(out.read_text().split())
+    assert f"<dd> 2 of {campaign.max_rounds}, kept 0, consecutive failures 2 (limit 1) —" in page
+
+
 @pytest.mark.parametrize(
     ("soc", "label"),
     [

@@ -1,7 +1,8 @@
 """`status` starts light: it reads projection rows through the store and imports nothing a
 read does not need (docs/benchmarks.md measures what that is worth; no time is asserted).
-That includes pydantic's validation machinery, which typer would import to coerce the
-text options and flags (`cli.app.command`)."""
+Its options are checked by their model in cli/arguments.py (pydantic's `BaseModel`), as
+every use case's are; it builds no `TypeAdapter`, which typer would build to coerce the text
+options and flags (`cli.app.command`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ HEAVY = (
     "rfc8785",
     "matplotlib",
     "typer._adapters",
-    "pydantic.main",
     "pydantic.type_adapter",
 )
 

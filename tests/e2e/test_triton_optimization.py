@@ -132,7 +132,9 @@ class Pair:
         )
 
 
-def start(pair: Pair, *, max_rounds: int = 5, failures: int = 3, **extra) -> dict:
+def start(
+    pair: Pair, *, max_rounds: int = 5, failures: int = 3, objective: dict = OBJECTIVE, **extra
+) -> dict:
     """Kernel v0 planned with its passed validation; returns the kernels written."""
     i = pair.inputs
     kernels = {name: i.kernel(name) for name in ("v0", "v1", "v2", "v3", "v4")}
@@ -148,7 +150,7 @@ def start(pair: Pair, *, max_rounds: int = 5, failures: int = 3, **extra) -> dic
             {"case_id": IDS[0], "median_us": 18.0, "repeats": 50},
             {"case_id": IDS[1], "median_us": 40.5, "repeats": 50, "source": "raw/none.json"},
         ],
-        objective=OBJECTIVE,
+        objective=objective,
         max_rounds=max_rounds,
         max_consecutive_failures=failures,
         **extra,
@@ -443,3 +445,43 @@ def test_the_controllers_own_tests_pass_against_the_drop_in(tmp_path: Path) -> N
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"\b2 passed\b", done.stdout), done.stdout
     shutil.rmtree(workspace.root)
+
+
+@pytest.mark.parametrize("rounds", [0, 1])
+def test_a_target_of_zero_agrees(tmp_path: Path, rounds: int) -> None:
+    """The controller sets target_met when a round is recorded, never at plan: with a target
+    of 0, analyze straight after plan is inconclusive, and after any round (a FAIL too) it
+    has passed."""
+    pair = Pair(tmp_path)
+    k = start(pair, objective={**OBJECTIVE, "target_relative_improvement": 0})
+    i = pair.inputs
+    if rounds:
+        r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"], status="failed"), None)
+        out = pair.record(r1)
+        assert out["decision"] == "FAIL" and out["target_met"]
+    assert pair.analyze()["status"] == ("passed" if rounds else "inconclusive")
+
+
+def test_a_source_file_that_holds_no_samples_agrees(tmp_path: Path) -> None:
+    """A measurement's `source` naming a benchmark log that is there: the controller never
+    reads it; the drop-in records its sha256 and decides on the medians, as the controller."""
+    pair = Pair(tmp_path)
+    k = start(pair)
+    i = pair.inputs
+    log = i.each(i.dir / "raw" / "bench-r1.log", lambda _: "do_bench: 15.0 us, 36.0 us\n")
+    dump = i.each(i.dir / "raw" / "bench-r1.json", lambda _: {IDS[1]: {"ms": [0.036, 0.0361]}})
+    measured = rows(15.0, 36.0)
+    measured[0]["source"] = str(log)
+    measured[1]["source"] = str(dump)
+    r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), measured)
+    assert pair.record(r1)["decision"] == "KEEP"
+    assert pair.analyze()["status"] == "passed"
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    shown = json.loads(
+        pair.ledger("show", "--run", pair.inputs.run_id, "--round", "1", "--json").stdout
+    )
+    assert [m["source_not_samples"] for m in shown["measurements"]["measurements"]] == [
+        "has no Duration(us) or Task Duration(us) column",
+        'has no "samples" list',
+    ]

@@ -62,7 +62,7 @@ def test_chain_of_an_intact_ledger(cli, campaign, tmp_path):
     text = cli("verify", "--chain")
     assert (text.exit_code, text.stderr) == (0, "")
     assert text.stdout == (
-        f"chain verified: {total} events in 1 runs; checks seq, hash, chain all ok\n"
+        f"chain verified: {total} events in 1 run; checks seq, hash, chain all ok\n"
     )
     body = cli("verify", "--chain", "--json")
     assert (body.exit_code, body.stderr, body.stdout.count("\n")) == (0, "", 1)

@@ -73,6 +73,9 @@ def test_no_event_type_is_past_version_one_yet():
 def golden(tmp_path: Path):
     path = tmp_path / "ledger.sqlite3"
     shutil.copyfile(GOLDEN, path)
+    old = Store(f"sqlite:///{path}", check_schema=False)
+    old.upgrade()  # the golden ledger is kept as it was made, at an older revision
+    old.close()
     store = Store(f"sqlite:///{path}")
     yield store
     store.close()
