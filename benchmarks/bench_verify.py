@@ -7,10 +7,14 @@ Three ways over the same ledger, each in its own process (so peak RSS belongs to
           over the stored rows in pages, the event hash recomputed over the stored bytes,
           versions contiguous, parent hashes linked
   replay  `verify` (`verify_ledger`): every check, including re-canonicalizing and
-          re-validating every payload, re-deciding every round and comparing the projections
+          re-validating every payload, re-deciding every round and comparing the projections;
+          as the command runs it: a ledger of 20,000 events or more is shared among worker
+          processes, one per CPU (at most 8)
+  replay1 the same in one process (`workers=1`, KERNEL_LEDGER_VERIFY_WORKERS=1)
 
 Peak RSS is the child's own high-water mark (VmHWM), and the child does nothing but open
-the store and run its one check.
+the store and run its one check (with workers: the parent's, which holds no run; each worker
+holds the runs of its share).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 from benchmarks.common import ROOT, Section, Series, goal, progress, ratios, rss_mib
 
-MODES = ("floor", "chain", "replay")
+MODES = ("floor", "chain", "replay1", "replay")
 
 
 def _floor(url: str) -> int:
@@ -74,26 +78,49 @@ def _chain(url: str) -> int:
     return report.events_checked
 
 
-def _replay(url: str) -> int:
-    from ledger.integrity.verify import verify_ledger
+WORKERS: list[int] = []  # how many processes the replay ran in
+
+
+def _replay(url: str, workers: int | None = None) -> int:
+    from ledger.integrity.verify import verify_ledger, worker_count
     from ledger.store.eventstore import Store
 
     store = Store(url)
-    report = verify_ledger(store)
+    with store.transaction() as conn:
+        total = store.event_count(conn)
+    WORKERS.append(worker_count(workers, total))  # as verify decides it: idle CPUs, now
+    report = verify_ledger(store, workers=WORKERS[-1])
     store.close()
     if not report.ok:
         raise SystemExit(f"verify failed: {report.as_dict()['first_failure']}")
     return report.events_checked
 
 
+def _replay_one_process(url: str) -> int:
+    return _replay(url, workers=1)
+
+
 def child(mode: str, url: str) -> dict[str, Any]:
+    import ledger.integrity.verify
+    import ledger.store.eventstore  # noqa: F401  (imports are not what is measured)
 
     if not url.startswith("sqlite"):
         import psycopg  # noqa: F401
     start = time.perf_counter()
-    count = {"floor": _floor, "chain": _chain, "replay": _replay}[mode](url)
+    count = {
+        "floor": _floor,
+        "chain": _chain,
+        "replay1": _replay_one_process,
+        "replay": _replay,
+    }[mode](url)
     seconds = time.perf_counter() - start
-    return {"mode": mode, "events": count, "seconds": seconds, "rss_mib": rss_mib()}
+    return {
+        "mode": mode,
+        "events": count,
+        "seconds": seconds,
+        "rss_mib": rss_mib(),
+        "workers": WORKERS[-1] if WORKERS else None,
+    }
 
 
 def run_child(mode: str, url: str) -> dict[str, Any]:
@@ -113,48 +140,68 @@ def measure(
     targets: list[tuple[str, str]], *, repeats: int, replay_repeats: int, title: str, key: str
 ) -> Section:
     """`targets`: (label, url) of the ledgers to verify, smallest first."""
+    from ledger.integrity.verify import PARALLEL_MIN_EVENTS
+
     section = Section(key=key, title=title)
     rows = []
     for label, url in targets:
         rate = {mode: Series() for mode in MODES}
         rss = {mode: Series() for mode in MODES}
         events = 0
+        workers: list[int] = []
         for rep in range(repeats):
             for mode in MODES:
-                if mode == "replay" and rep >= replay_repeats:
+                if mode.startswith("replay") and rep >= replay_repeats:
                     continue
                 progress(f"{key}: {mode} over {label}, repetition {rep + 1}")
                 result = run_child(mode, url)
                 events = result["events"]
                 rate[mode].add(result["events"] / result["seconds"])
                 rss[mode].add(result["rss_mib"])
+                if mode == "replay":
+                    workers.append(result["workers"])
         floor = rate["floor"].values
         chain_ratio = ratios(rate["chain"].values, floor)
-        replay_ratio = ratios(rate["replay"].values, floor[: len(rate["replay"].values)])
+        replayed = len(rate["replay"].values)
+        one_ratio = ratios(rate["replay1"].values, floor[:replayed])
+        replay_ratio = ratios(rate["replay"].values, floor[:replayed])
+        speedup = ratios(rate["replay"].values, rate["replay1"].values)
+        shared = ", ".join(map(str, workers))
         rows.append(
             [
                 f"{events:,}",
                 rate["floor"].show(),
                 rate["chain"].show(),
                 chain_ratio.show("{:.2f}"),
-                rate["replay"].show(),
+                rate["replay1"].show(),
+                one_ratio.show("{:.3f}"),
+                f"{rate['replay'].show()} ({shared})",
                 replay_ratio.show("{:.3f}"),
-                f"{rss['floor'].median:.0f} / {rss['chain'].median:.0f} / "
-                f"{rss['replay'].median:.0f}",
+                speedup.show("{:.2f}"),
+                " / ".join(f"{rss[m].median:.0f}" for m in MODES),
             ]
         )
         section.figures[label] = {
             "events": events,
+            "replay_workers": workers,
             **{f"{m}_events_per_s": rate[m].as_dict() for m in MODES},
             **{f"{m}_rss_mib": rss[m].as_dict() for m in MODES},
             "chain_ratio": chain_ratio.as_dict(),
+            "replay_one_process_ratio": one_ratio.as_dict(),
             "replay_ratio": replay_ratio.as_dict(),
+            "replay_workers_speedup": speedup.as_dict(),
         }
         last_chain = chain_ratio.median
     section.intro = (
         "Events per second, median [min-max] of "
-        f"{repeats} repetitions ({replay_repeats} for the full replay); each figure in its "
-        "own process; ratios to the floor taken within each repetition. Peak RSS in MiB."
+        f"{repeats} repetitions ({replay_repeats} for each full replay); each figure in its "
+        "own process; ratios to the floor taken within each repetition. The full replay in "
+        "one process (`workers=1`), and as `verify` runs it: a ledger of "
+        f"{PARALLEL_MIN_EVENTS:,} events or more shared among worker processes, one per idle "
+        "CPU when it starts (the CPUs less the 1-minute load average, itself counted as "
+        "idle; how many in parentheses), each reading every event and replaying the runs of "
+        "its share. Peak RSS in MiB (of the process the figure was taken in; with workers, "
+        "the parent's)."
     )
     section.table(
         [
@@ -162,9 +209,12 @@ def measure(
             "floor: read + SHA-256",
             "chain check",
             "chain / floor",
-            "full replay",
-            "replay / floor",
-            "peak RSS floor / chain / replay",
+            "full replay, one process",
+            "/ floor",
+            "full replay (workers)",
+            "/ floor",
+            "workers / one process",
+            "peak RSS floor / chain / replay, one process / workers",
         ],
         rows,
     )

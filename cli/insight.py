@@ -134,6 +134,8 @@ def show(
                         m["repeats"],
                         "file not found"
                         if m.get("source_not_found")
+                        else "not a samples file"
+                        if m.get("source_not_samples")
                         else len(m.get("samples_us") or []),
                     )
                     for m in detail["measurements"]["measurements"]

@@ -140,13 +140,15 @@ class Workspace:
 @dataclass
 class Round:
     """One round of a scenario: medians per case (None: the validation failed), the cases
-    whose `source` names a raw file (written unless listed in `absent`), and whether its
-    rows carry widely spread raw `samples_us` (the controller ignores them)."""
+    whose `source` names a raw file (written unless listed in `absent`; a benchmark log, not
+    samples, where listed in `logs`), and whether its rows carry widely spread raw
+    `samples_us` (the controller ignores them)."""
 
     medians: list[float] | None
     sources: list[int] = field(default_factory=list)
     absent: list[int] = field(default_factory=list)
     samples: bool = False
+    logs: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -162,6 +164,7 @@ class Scenario:
     baseline_sources: list[int] = field(default_factory=list)
     baseline_absent: list[int] = field(default_factory=list)
     baseline_samples: bool = False
+    baseline_logs: list[int] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -176,7 +179,13 @@ SPREAD = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 1.9)  # median: the
 
 
 def _row(
-    ws: Workspace, case: str, median: float, raw: str | None, absent: bool, spread: bool
+    ws: Workspace,
+    case: str,
+    median: float,
+    raw: str | None,
+    absent: bool,
+    spread: bool,
+    log: bool = False,
 ) -> dict:
     row: dict[str, Any] = {"case_id": case, "median_us": median, "repeats": 50}
     factors = SPREAD if spread else (0.99, 1.0, 1.01)
@@ -185,7 +194,10 @@ def _row(
         row["samples_us"] = samples
     if raw is not None:
         row["source"] = raw
-        if not absent:
+        if log:
+            (ws.root / raw).parent.mkdir(parents=True, exist_ok=True)
+            (ws.root / raw).write_text(f"do_bench {case}: {median} us over 50 repeats\n")
+        elif not absent:
             write_json(ws.root / raw, {"unit": "us", "samples": samples})
     return row
 
@@ -219,6 +231,7 @@ def run_scenario(ws: Workspace, sc: Scenario) -> list[dict[str, Any]]:
                 f"raw/{sc.name}/baseline-{c}.json" if i in sc.baseline_sources else None,
                 i in sc.baseline_absent,
                 sc.baseline_samples,
+                i in sc.baseline_logs,
             )
             for i, (c, m) in enumerate(zip(ids, sc.baseline, strict=True))
         ],
@@ -263,6 +276,7 @@ def run_scenario(ws: Workspace, sc: Scenario) -> list[dict[str, Any]]:
                     f"raw/{sc.name}/r{n}-{c}.json" if i in rnd.sources else None,
                     i in rnd.absent,
                     rnd.samples,
+                    i in rnd.logs,
                 )
                 for i, (c, m) in enumerate(zip(ids, rnd.medians or [], strict=False))
             ],

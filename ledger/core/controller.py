@@ -224,6 +224,8 @@ def decide_round(
         flags.append("retried-mechanism")
     if candidate_medians is not None and samples_not_found(evidence.measured.get(round_no)):
         flags.append(SAMPLES_NOT_FOUND)
+    if candidate_medians is not None and sources_not_samples(evidence.measured.get(round_no)):
+        flags.append(SOURCE_NOT_SAMPLES)
     return RoundDecided(
         round=round_no,
         decision=decision.value,
@@ -262,6 +264,8 @@ def decide_round(
 
 SAMPLES_NOT_FOUND = "samples-file-not-found"
 """The flag of a round whose measurements named a raw-samples file that did not exist."""
+SOURCE_NOT_SAMPLES = "source-not-samples"
+"""The flag of a round whose measurements named a `source` file that holds no samples."""
 
 
 def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
@@ -269,6 +273,13 @@ def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
     if measured is None:
         return []
     return [m.case_id for m in measured.measurements if m.source_not_found is not None]
+
+
+def sources_not_samples(measured: MeasurementsRecorded | None) -> list[str]:
+    """The cases whose measurement named a `source` file that is not a samples file."""
+    if measured is None:
+        return []
+    return [m.case_id for m in measured.measurements if m.source_not_samples is not None]
 
 
 def conclusion_as_recorded(view: RunView, recorded: RunConcluded) -> bool:

@@ -106,11 +106,13 @@ class Measurement(_OmitsUnset):
 
     `source_not_found` is the raw-samples file the row named (`source`) that did not exist:
     the JSON-file controller never reads that file, so the row's median and repeats stand
-    on their own. It is present only then, so every other measurement serializes as it did
-    before the field existed."""
+    on their own. `source_not_samples` says why a `source` that does exist is not a samples
+    file (a benchmark log, a dump of another shape): its bytes are recorded in `source` as
+    evidence and, again, the median and repeats stand on their own. Each is present only
+    then, so every other measurement serializes as it did before the fields existed."""
 
     model_config = _CONFIG
-    OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found",)
+    OMITTED: ClassVar[tuple[str, ...]] = ("source_not_found", "source_not_samples")
     case_id: str
     median_us: float
     repeats: int
@@ -118,6 +120,7 @@ class Measurement(_OmitsUnset):
     source: FileRef | None = None
     extra: dict[str, Any] = {}
     source_not_found: NamedPath | None = None
+    source_not_samples: str | None = None
 
 
 class RunPlanned(Event):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.core.bottleneck import FLOOR_ABOVE_MEASURED, MIXED, TARGET_EXCEEDS_HEADROOM, Bottleneck
-from ledger.core.controller import SAMPLES_NOT_FOUND
+from ledger.core.controller import SAMPLES_NOT_FOUND, SOURCE_NOT_SAMPLES
 from ledger.core.decide import weighted_improvement
 from ledger.core.events import (
     Event,
@@ -54,6 +54,10 @@ GLOSSARY: dict[str, str] = {
     SAMPLES_NOT_FOUND: (
         "A measurement named a raw-samples file that was not found when the round was "
         "recorded; its median stands as given, and no samples of that case were stored."
+    ),
+    SOURCE_NOT_SAMPLES: (
+        "A measurement named a source file that is not a raw-samples file (a benchmark log, "
+        "say): its sha256 was recorded as evidence, and the case's median stands as given."
     ),
     REOPENED_FLAG: (
         "History: the round was recorded after its run had concluded once (RunReopened), "

@@ -50,6 +50,16 @@ MEDIAN_REL_TOL = 1e-9
 _BOM = "\ufeff"
 
 
+class NotSamples(InputError):
+    """The file is not in a samples format at all (not UTF-8, empty, not JSON, JSON of
+    another shape, a CSV without a duration column), as opposed to a samples file whose
+    values are wrong. `sha256` and `size` are of the bytes read."""
+
+    sha256: str = ""
+    size: int = 0
+    reason: str = ""  # the message without the "samples file <path>" it starts with
+
+
 @dataclass(frozen=True, slots=True)
 class SamplesSource:
     """Per-repeat times from one raw file, already in microseconds."""
@@ -107,18 +117,18 @@ def _json_samples(text: str, shown: str) -> tuple[tuple[float, ...], str, str]:
             object_pairs_hook=reject_duplicate_keys,
         )
     except json.JSONDecodeError as exc:
-        raise InputError(
+        raise NotSamples(
             f"samples file {shown} is not valid JSON: {exc.msg} at line {exc.lineno} "
             f"column {exc.colno}"
         ) from None
     except (ValueError, RecursionError) as exc:
-        raise InputError(f"samples file {shown} is not valid JSON: {exc}") from None
+        raise NotSamples(f"samples file {shown} is not valid JSON: {exc}") from None
     if isinstance(value, list):
         raw, unit, fmt, where = value, "us", "json-list", "item"
     elif isinstance(value, dict):
         fmt, where = "json-object", "samples"
         if "samples" not in value:
-            raise InputError(f'samples file {shown} has no "samples" list')
+            raise NotSamples(f'samples file {shown} has no "samples" list')
         if "unit" not in value:
             raise InputError(f'samples file {shown} has no "unit" (one of "us", "ms", "ns")')
         unit, raw = value["unit"], value["samples"]
@@ -129,7 +139,7 @@ def _json_samples(text: str, shown: str) -> tuple[tuple[float, ...], str, str]:
         if not isinstance(raw, list):
             raise InputError(f'samples file {shown}: "samples" must be a list of numbers')
     else:
-        raise InputError(
+        raise NotSamples(
             f'samples file {shown} must hold a list of numbers or {{"unit", "samples"}}'
         )
     if not raw:
@@ -168,10 +178,10 @@ def _csv_samples(text: str, shown: str) -> tuple[float, ...]:
             header = [cell.strip().lstrip(_BOM).strip() for cell in row]
             break
     if header is None:
-        raise InputError(f"samples file {shown} has no header row")
+        raise NotSamples(f"samples file {shown} has no header row")
     column = next((name for name in CSV_DURATION_COLUMNS if name in header), None)
     if column is None:
-        raise InputError(f"samples file {shown} has no {' or '.join(CSV_DURATION_COLUMNS)} column")
+        raise NotSamples(f"samples file {shown} has no {' or '.join(CSV_DURATION_COLUMNS)} column")
     position = header.index(column)
     out: list[float] = []
     for row in rows:
@@ -204,17 +214,29 @@ def load_samples_file(path: Path | str) -> SamplesSource:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"samples file {shown} is not UTF-8 text (byte {exc.start})") from None
+        raise _not_samples(
+            f"samples file {shown} is not UTF-8 text (byte {exc.start})", digest, len(data), shown
+        ) from None
     text = text.removeprefix(_BOM)
     if not text.strip():
-        raise InputError(f"samples file {shown} is empty")
+        raise _not_samples(f"samples file {shown} is empty", digest, len(data), shown)
     suffix = path.suffix.lower()
     as_json = suffix == ".json" or (suffix != ".csv" and text.lstrip()[:1] in ("[", "{"))
-    if as_json:
-        samples, unit, fmt = _json_samples(text, shown)
-    else:
-        samples, unit, fmt = _csv_samples(text, shown), "us", "csv"
+    try:
+        if as_json:
+            samples, unit, fmt = _json_samples(text, shown)
+        else:
+            samples, unit, fmt = _csv_samples(text, shown), "us", "csv"
+    except NotSamples as exc:
+        raise _not_samples(str(exc), digest, len(data), shown) from None
     return SamplesSource(samples_us=samples, unit=unit, format=fmt, sha256=digest)
+
+
+def _not_samples(message: str, digest: str, size: int, shown: str) -> NotSamples:
+    exc = NotSamples(message)
+    exc.sha256, exc.size = digest, size
+    exc.reason = message.removeprefix(f"samples file {shown}").strip().removeprefix(": ")
+    return exc
 
 
 def median(samples: Iterable[float]) -> float:

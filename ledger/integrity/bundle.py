@@ -526,18 +526,17 @@ def _proof(number: int, values: Any, known: dict[str, bytes]) -> list[bytes]:
     checked and added to it."""
     if type(values) is not list:
         return _hashes(number, values, "proof")
-    out = []
-    for value in values:
-        try:
-            digest = known.get(value)
-        except TypeError:  # unhashable: not a string
-            digest = None
-        if digest is None:
-            if not isinstance(value, str) or not _HEX64.fullmatch(value):
-                raise _bad("format", f"line {number}: proof must be a list of 64-hex hashes")
-            digest = known[value] = bytes.fromhex(value)
-        out.append(digest)
-    return out
+    try:
+        out = list(map(known.get, values))
+    except TypeError:  # an unhashable value: not a string
+        return _hashes(number, values, "proof")
+    if None in out:
+        for at, value in enumerate(values):
+            if out[at] is None:
+                if not isinstance(value, str) or not _HEX64.fullmatch(value):
+                    raise _bad("format", f"line {number}: proof must be a list of 64-hex hashes")
+                out[at] = known[value] = bytes.fromhex(value)
+    return out  # type: ignore[return-value]
 
 
 def _event(

@@ -316,7 +316,7 @@ def verify_ledger(
         total = store.event_count(conn)
         try:
             _check_storage(store, conn, run_id, "payload")
-            count = 1 if run_id is not None else _worker_count(workers, total)
+            count = 1 if run_id is not None else worker_count(workers, total)
             if count > 1:
                 snapshot = (total, store.last_seq(conn))
                 shares = _replay_in_processes(store, count, snapshot, on_progress)
@@ -344,7 +344,9 @@ PARALLEL_MIN_EVENTS = 20_000
 
 def replay_workers() -> int:
     """Processes a whole-ledger replay is shared among: KERNEL_LEDGER_VERIFY_WORKERS (1 to
-    64), else the CPUs this process may run on, at most 8."""
+    64), else the idle CPUs: those this process may run on less the 1-minute load average,
+    this process counted as idle (a worker on a busy CPU only makes every process wait), at
+    least 1 and at most 8."""
     raw = os.environ.get("KERNEL_LEDGER_VERIFY_WORKERS")
     if raw is not None:
         if not raw.strip().isdigit() or not 1 <= int(raw) <= 64:
@@ -354,10 +356,15 @@ def replay_workers() -> int:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
+    try:
+        idle = cpus + 1 - os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average here
+        idle = cpus
+    return max(1, min(cpus, 8, round(idle)))
 
 
-def _worker_count(workers: int | None, total: int) -> int:
+def worker_count(workers: int | None, total: int) -> int:
+    """The processes `verify_ledger(workers=workers)` replays a ledger of `total` events in."""
     if workers is not None:
         return max(1, workers)
     if "KERNEL_LEDGER_VERIFY_WORKERS" in os.environ:

@@ -148,7 +148,7 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
     where there are samples.)"""
     median = row.median_us
     samples = list(row.samples_us) if row.samples_us is not None else None
-    source = not_found = None
+    source = not_found = not_samples = None
     path = resolve(base_dir, row.source) if row.source is not None else None
     if row.source is None or path is None:
         pass
@@ -166,14 +166,29 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
     else:
         from ledger.inputs import samples as raw
 
-        loaded = raw.load_samples_file(path)
-        source = recorded_file(path, loaded.sha256, path.stat().st_size, row.source)
-        if samples is None:
-            samples = list(loaded.samples_us)
-        elif len(samples) != len(loaded.samples_us) or any(
-            abs(a - b) > 1e-9 * b for a, b in zip(samples, loaded.samples_us, strict=True)
-        ):
-            raise InputError(f"{field}.samples_us differ from the samples in {field}.source")
+        try:
+            loaded = raw.load_samples_file(path)
+        except raw.NotSamples as exc:
+            # a file that is there but holds no samples (a benchmark log, a dump of another
+            # shape): the controller never reads it either. Its bytes are recorded as
+            # evidence and the row's median and repeats stand on their own.
+            if samples is None and (median is None or row.repeats is None):
+                missing = "median_us" if median is None else "repeats"
+                raise InputError(
+                    f"{field}.{missing} is required: {field}.source {display(path)} is not "
+                    f"a samples file ({exc.reason})"
+                ) from None
+            source = recorded_file(path, exc.sha256, exc.size, row.source)
+            not_samples = exc.reason
+            loaded = None
+        if loaded is not None:
+            source = recorded_file(path, loaded.sha256, path.stat().st_size, row.source)
+            if samples is None:
+                samples = list(loaded.samples_us)
+            elif len(samples) != len(loaded.samples_us) or any(
+                abs(a - b) > 1e-9 * b for a, b in zip(samples, loaded.samples_us, strict=True)
+            ):
+                raise InputError(f"{field}.samples_us differ from the samples in {field}.source")
     if samples is not None:
         from ledger.inputs import samples as raw
 
@@ -191,6 +206,7 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
         source=source,
         extra=dict(row.model_extra or {}),
         source_not_found=not_found,
+        source_not_samples=not_samples,
     )
 
 

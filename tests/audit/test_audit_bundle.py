@@ -27,6 +27,14 @@ def _lines(path) -> list[bytes]:
     return path.read_bytes().splitlines(keepends=True)
 
 
+def _exported_a(built, out) -> list[bytes]:
+    """Run A of the built ledger exported to `out`, as lines."""
+    store = Store(built.url)
+    bundle.export_run(store, RUN_A, out)
+    store.close()
+    return _lines(out)
+
+
 def test_export_check_offline_import_and_import_again(db_url, other_url, tmp_path):
     built = build_ledger(tmp_path / "src", url=db_url)
     cli, target = CliRunner(db_url), CliRunner(other_url)
@@ -145,14 +153,16 @@ def test_every_flipped_byte_fails(built, tmp_path):
         ("no-final-newline", "format"),
         ("uppercase-proof-hash", "format"),
         ("short-proof-hash", "format"),
+        # later events, whose proofs share hashes with the ones checked before them
+        ("later-proof-top-changed", "inclusion"),
+        ("later-proof-cut", "inclusion"),
+        ("later-proof-number", "format"),
+        ("later-proof-list", "format"),
+        ("later-proof-uppercase-known-hash", "format"),
     ],
 )
 def test_damaged_bundles_fail(built, tmp_path, damage, check):
-    out = tmp_path / "a.jsonl"
-    store = Store(built.url)
-    bundle.export_run(store, RUN_A, out)
-    store.close()
-    lines = _lines(out)
+    lines = _exported_a(built, tmp_path / "a.jsonl")
     header = json.loads(lines[0])
     if damage == "drop-last-line":
         lines = lines[:-1]
@@ -177,6 +187,20 @@ def test_damaged_bundles_fail(built, tmp_path, damage, check):
         first = event["proof"][0]
         event["proof"][0] = first.upper() if damage.startswith("upper") else first[:-1]
         lines[2] = bundle._line(event)
+    elif damage.startswith("later-proof"):
+        event = json.loads(lines[5])
+        proof = event["proof"]
+        if damage == "later-proof-top-changed":
+            proof[-1] = f"{int(proof[-1][0], 16) ^ 1:x}" + proof[-1][1:]
+        elif damage == "later-proof-cut":
+            proof.pop()
+        elif damage == "later-proof-number":
+            proof[1] = 7
+        elif damage == "later-proof-list":
+            proof[-1] = [proof[-1]]
+        else:  # a hash the earlier lines hold, spelled in capitals
+            proof[-1] = proof[-1].upper()
+        lines[5] = bundle._line(event)
     report, content = bundle.check_lines(lines)
     assert not report.ok and content is None
     assert report.first_failure.check == check, report.first_failure
@@ -269,3 +293,89 @@ def test_the_payload_is_cut_from_its_line_exactly():
         }
     )
     assert bundle._payload_bytes(line) == rfc8785.dumps(payload)
+
+
+def _forged_bundle(built, tmp_path, change) -> bytes:
+    """Run A exported from a copy whose history was rewritten as a careful forger would (one
+    event changed, the rest of its run re-linked and re-hashed, the tree rebuilt), with the
+    export's own check skipped: every hash, link and inclusion proof holds."""
+    path = tmp_path / "forged.sqlite3"
+    copy_ledger(built.path, path)
+    events = read_events(path)
+    target = next(i for i, e in enumerate(events) if change(e) is not None)
+    audit_kit.consistent_rewrite(path, target, change)
+    store = Store(f"sqlite:///{path}")
+    real = bundle.check_lines
+    bundle.check_lines = lambda lines, **kw: (bundle.BundleReport(), None)
+    try:
+        out = tmp_path / "forged.bundle.jsonl"
+        bundle.export_run(store, RUN_A, out)
+    finally:
+        bundle.check_lines = real
+        store.close()
+    return out.read_bytes()
+
+
+def _flip_decision(e):
+    if e.stream_id != RUN_A or e.event_type != "RoundDecided":
+        return None
+    payload = json.loads(e.payload)
+    payload["decision"] = "DISCARD" if payload["decision"] == "KEEP" else "KEEP"
+    return {"payload": rfc8785.dumps(payload)}
+
+
+def _plan_of_another_op(e):
+    if e.stream_id != RUN_A or e.event_type != "RunPlanned":
+        return None
+    payload = json.loads(e.payload)
+    payload["op_name"] = "gelu"  # what the runs row and every rounds row carry
+    return {"payload": rfc8785.dumps(payload)}
+
+
+@pytest.mark.parametrize(
+    ("damage", "check"),
+    [
+        ("payload-altered", "hash"),  # a payload byte changed, its hash left as it was
+        ("payload-altered-rehashed", "inclusion"),  # and its hash recomputed
+        ("parent-unlinked", "chain"),
+        ("decision-forged-consistently", "replay"),
+        ("plan-forged-consistently", None),  # projections follow the forged plan: it imports
+    ],
+)
+def test_import_refuses_a_damaged_bundle_and_writes_nothing(built, db_url, tmp_path, damage, check):
+    """`import` checks each event's bytes, hash, chain and inclusion and replays the run
+    before it writes; on SQLite and PostgreSQL alike nothing of a refused bundle is written.
+    A history rewritten consistently (tree and all) imports only where every decision still
+    follows from the events, and then as the forged history says: a pinned checkpoint is
+    what catches that (test_a_bundle_and_pinned_checkpoints)."""
+    out = tmp_path / "a.jsonl"
+    if damage in ("decision-forged-consistently", "plan-forged-consistently"):
+        change = _flip_decision if damage.startswith("decision") else _plan_of_another_op
+        out.write_bytes(_forged_bundle(built, tmp_path, change))
+    else:
+        lines = _exported_a(built, out)
+        event = json.loads(lines[4])
+        if damage == "parent-unlinked":
+            event["parent_hash"] = "0" * 64  # and re-hashed: the link, not the hash, fails
+        else:
+            event["payload"]["round"] = event["payload"].get("round", 0) + 1
+        if damage != "payload-altered":
+            fields = {k: event[k] for k in audit_kit.COLUMNS if k not in ("seq", "event_hash")}
+            fields["payload"] = rfc8785.dumps(event["payload"])
+            event["event_hash"] = audit_kit.event_hash(**fields)
+        lines[4] = bundle._line(event)
+        out.write_bytes(b"".join(lines))
+    target = CliRunner(db_url)
+    result = target("import", out, "--json")
+    if check is None:
+        assert result.exit_code == 0, result.stderr
+        assert target("verify", "--json").exit_code == 0
+        return
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert f"({check}: " in result.stderr, result.stderr
+    assert result.stderr.startswith("Error: ") and result.stderr.strip().count("\n") == 0
+    store = Store(db_url)
+    with store.transaction() as conn:
+        assert store.event_count(conn) == 0
+        assert store.all_run_ids(conn) == []
+    store.close()

@@ -252,3 +252,25 @@ def test_warnings_come_in_the_order_and_up_to_the_failure_of_one_process(generat
     report = _both(f"sqlite:///{path}")
     assert report["first_failure"]["seq"] == bad
     assert [w.split(":")[0] for w in report["warnings"]] == [f"seq {s}" for s in drifted[:2]]
+
+
+def test_how_many_workers(monkeypatch):
+    from ledger.errors import InputError
+
+    monkeypatch.delenv("KERNEL_LEDGER_VERIFY_WORKERS", raising=False)
+    assert verify.worker_count(None, verify.PARALLEL_MIN_EVENTS - 1) == 1
+    assert 1 <= verify.worker_count(None, verify.PARALLEL_MIN_EVENTS) <= 8
+    monkeypatch.setattr(verify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(verify.os, "sched_getaffinity", lambda pid: set(range(4)))
+    assert verify.replay_workers() == 4  # every CPU idle
+    monkeypatch.setattr(verify.os, "getloadavg", lambda: (3.2, 0.0, 0.0))
+    assert verify.replay_workers() == 2  # this process and one more CPU are idle
+    monkeypatch.setattr(verify.os, "getloadavg", lambda: (9.0, 0.0, 0.0))
+    assert verify.replay_workers() == 1  # a busy machine: replayed here alone
+    monkeypatch.setenv("KERNEL_LEDGER_VERIFY_WORKERS", "3")
+    assert verify.worker_count(None, 10) == 3  # asked for: whatever the size
+    assert verify.worker_count(1, 10**6) == 1  # the caller's number first
+    for bad in ("0", "65", "two", "-1", ""):
+        monkeypatch.setenv("KERNEL_LEDGER_VERIFY_WORKERS", bad)
+        with pytest.raises(InputError, match="KERNEL_LEDGER_VERIFY_WORKERS"):
+            verify.replay_workers()

@@ -35,10 +35,20 @@ SPREAD = kit.Scenario(  # raw samples so spread that the noise-aware rule would 
 )
 
 
+LOGS = kit.Scenario(  # sources that are benchmark logs, not samples: kept, never read
+    "logs",
+    [("a", 1.0), ("b", 2.0)],
+    [20.0, 40.0],
+    [kit.Round([18.0, 36.0], sources=[0, 1], logs=[0]), kit.Round([17.5, 35.0], [1], logs=[1])],
+    baseline_sources=[1],
+    baseline_logs=[1],
+)
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> tuple[kit.Workspace, list[kit.Scenario]]:
     ws = kit.Workspace.create(tmp_path_factory.mktemp("controller-ws"))
-    scenarios = [kit.random_scenario(seed) for seed in SEEDS] + [SPREAD]
+    scenarios = [kit.random_scenario(seed) for seed in SEEDS] + [SPREAD, LOGS]
     for scenario in scenarios:
         kit.run_scenario(ws, scenario)
     return ws, scenarios

@@ -185,3 +185,76 @@ def test_a_present_samples_file_is_still_read_and_checked(cli, workspace):
     assert row["source"]["sha256"] == sha256(raw)
     assert row["source"]["written_path"] == "runs/x/raw/b.json"
     assert row["samples_us"] == [39.0, 41.0, 40.0]
+
+
+def test_a_source_that_is_not_a_samples_file_is_kept_as_evidence_and_flagged(
+    cli, workspace, db_url
+):
+    """A benchmark log named as `source` (the controller never reads it): recorded by its
+    sha256, the median and repeats as given, the round flagged."""
+    root, campaign = workspace
+    log = campaign.root / "raw" / "bench-r1.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("triton.testing.do_bench fp16-128x257: 16.0 us (50 repeats)\n")
+    _plan(cli, root, campaign, baseline=campaign.config_doc()["baseline"])
+    round_doc = _relative(campaign.round_doc([16.0, 37.0, 23.0]), root)
+    round_doc["measurements"][0]["source"] = "runs/x/raw/bench-r1.log"
+    write_json(campaign.root / "rounds" / "round-1.json", round_doc)
+    recorded = cli("record", "--run", RUN, "--result", "runs/x/rounds/round-1.json", "--json")
+    assert recorded.exit_code == 0, recorded.stderr
+    assert recorded.json()["decision"] == "KEEP"
+    assert recorded.json()["flags"] == ["source-not-samples"]
+    rows = cli("show", "--run", RUN, "--round", 1, "--json").json()["measurements"]
+    row = rows["measurements"][0]
+    assert row["source"]["sha256"] == sha256(log)
+    assert row["source"]["written_path"] == "runs/x/raw/bench-r1.log"
+    assert row["source_not_samples"] == "has no Duration(us) or Task Duration(us) column"
+    assert row["samples_us"] is None and row["median_us"] == 16.0
+    assert "source_not_samples" not in rows["measurements"][1]
+    assert "not a samples file" in cli("show", "--run", RUN, "--round", 1).stdout
+    assert cli("verify").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"fp16-128x257": [16.0, 16.2]}', 'has no "samples" list'),
+        ("", "is empty"),
+        ("not json", "has no Duration(us) or Task Duration(us) column"),
+    ],
+)
+def test_a_source_that_is_not_samples_needs_the_median_and_repeats(
+    cli, workspace, text: str, reason: str
+):
+    root, campaign = workspace
+    dump = campaign.root / "raw" / ("dump.json" if text.startswith("{") else "dump.txt")
+    dump.parent.mkdir(parents=True)
+    dump.write_text(text)
+    doc = campaign.config_doc()
+    written = str(dump.relative_to(root))
+    doc["baseline"][0] = {"case_id": "fp16-128x257", "median_us": 18.0, "source": written}
+    write_json(campaign.root / "config.json", _relative(doc, root))
+    result = cli("plan", "--config", "runs/x/config.json")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"Error: baseline[0].repeats is required: baseline[0].source {dump} is not a samples "
+        f"file ({reason})\n"
+    )
+    assert cli.event_count() == 0
+    doc["baseline"][0]["repeats"] = 50
+    write_json(campaign.root / "config.json", _relative(doc, root))
+    assert cli("plan", "--config", "runs/x/config.json").exit_code == 0
+
+
+def test_a_samples_file_with_bad_values_is_still_refused(cli, workspace):
+    root, campaign = workspace
+    raw = campaign.root / "raw" / "b.json"
+    raw.parent.mkdir(parents=True)
+    raw.write_text(json.dumps([39.0, -41.0, 40.0]))
+    doc = campaign.config_doc()
+    doc["baseline"][1]["source"] = "runs/x/raw/b.json"
+    write_json(campaign.root / "config.json", _relative(doc, root))
+    result = cli("plan", "--config", "runs/x/config.json")
+    assert result.exit_code == 2
+    assert "item 1 must be a positive time" in result.stderr
+    assert cli.event_count() == 0

@@ -460,3 +460,28 @@ def test_a_target_of_zero_agrees(tmp_path: Path, rounds: int) -> None:
         out = pair.record(r1)
         assert out["decision"] == "FAIL" and out["target_met"]
     assert pair.analyze()["status"] == ("passed" if rounds else "inconclusive")
+
+
+def test_a_source_file_that_holds_no_samples_agrees(tmp_path: Path) -> None:
+    """A measurement's `source` naming a benchmark log that is there: the controller never
+    reads it; the drop-in records its sha256 and decides on the medians, as the controller."""
+    pair = Pair(tmp_path)
+    k = start(pair)
+    i = pair.inputs
+    log = i.each(i.dir / "raw" / "bench-r1.log", lambda _: "do_bench: 15.0 us, 36.0 us\n")
+    dump = i.each(i.dir / "raw" / "bench-r1.json", lambda _: {IDS[1]: {"ms": [0.036, 0.0361]}})
+    measured = rows(15.0, 36.0)
+    measured[0]["source"] = str(log)
+    measured[1]["source"] = str(dump)
+    r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), measured)
+    assert pair.record(r1)["decision"] == "KEEP"
+    assert pair.analyze()["status"] == "passed"
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    shown = json.loads(
+        pair.ledger("show", "--run", pair.inputs.run_id, "--round", "1", "--json").stdout
+    )
+    assert [m["source_not_samples"] for m in shown["measurements"]["measurements"]] == [
+        "has no Duration(us) or Task Duration(us) column",
+        'has no "samples" list',
+    ]
