@@ -5,7 +5,7 @@ categorical facts (the core type), and returns an `Attribution`: the bottleneck 
 evidence as sentences with numbers, the first experiment from the decision table
 (PROFILE_FORMATS.md), the headroom down to the nearest floor, and flags. No I/O, no clock.
 
-Rules version 2 (`RULES_VERSION`; recorded in every new attribution), in order; the first
+Rules version 3 (`RULES_VERSION`; recorded in every new attribution), in order; the first
 that fires is the bottleneck and every other one that fires is an ``also-<class>`` flag:
 
 0. the core type routes first: an AI CPU, communication (HCCL) or DSA task is a class of
@@ -14,7 +14,9 @@ that fires is the bottleneck and every other one that fires is an ``also-<class>
    against their own cores and pipes, and the unused side's zeros are no signal;
 1. fixed-cost: the duration is within ``empty_kernel_multiple`` x the empty-kernel cost
    (when that floor is known), else at most ``fixed_cost_duration_us``;
-2. launch-scheduling: ``block_dim`` >= ``blocks_per_core_max`` x usable cores (Ascend);
+2. launch-scheduling: ``block_dim`` >= ``blocks_per_core_max`` x usable cores (Ascend) and,
+   where the duration is known, each block runs at most ``block_time_max_us`` (duration over
+   the blocks each core runs in turn), so that dispatch is a visible share;
 3. insufficient-parallelism: ``block_dim`` (0 = not collected) or ncu ``grid_size`` below
    ``min_core_fill`` x the usable cores of the kernel's type (or SMs); a persistent GPU
    kernel (grid = SM count) fills every SM and does not fire;
@@ -62,7 +64,7 @@ __all__ = [
     "headroom_flag",
 ]
 
-RULES_VERSION = 2
+RULES_VERSION = 3
 """Version of the rules below. Attributions made before versions were recorded (no
 ``rules`` key) were made by version 1; verify never re-derives a stored attribution."""
 
@@ -164,6 +166,7 @@ class Thresholds:
     fixed_cost_duration_us: float = 5.0
     empty_kernel_multiple: float = 2.0
     blocks_per_core_max: float = 4.0
+    block_time_max_us: float = 50.0
     min_core_fill: float = 0.75
     few_blocks_per_sm: float = 2.0
     ub_fill: float = 0.95
@@ -221,6 +224,15 @@ def _validated(signals: Mapping[str, float]) -> dict[str, float]:
             raise InputError(f"signal {key!r} is not a finite number")
         out[str(key)] = float(value)
     return out
+
+
+def _time_per_block(s: Mapping[str, float], blocks: float, cores: int) -> tuple[str, float] | None:
+    """The kernel's duration over the blocks each core runs in turn: how long one block
+    works between two dispatches. None without a duration."""
+    duration = _duration(s)
+    if duration is None or duration[1] <= 0:
+        return None
+    return f"{duration[0]} {_fmt(duration[1])}", duration[1] / math.ceil(blocks / cores)
 
 
 def _duration(s: Mapping[str, float]) -> tuple[str, float] | None:
@@ -491,8 +503,30 @@ def _parallelism(
     if blocks is not None and cores is not None:
         count, what = cores
         if blocks >= t.blocks_per_core_max * count:
-            text = f"block_dim {_fmt(blocks)} ≥ {_fmt(t.blocks_per_core_max)} x {count}"
-            fired.append((Bottleneck.LAUNCH_SCHEDULING, [f"{text} usable {what} cores"]))
+            text = (
+                f"block_dim {_fmt(blocks)} ≥ {_fmt(t.blocks_per_core_max)} x {count} "
+                f"usable {what} cores"
+            )
+            per_block = _time_per_block(s, blocks, count)
+            if per_block is None:
+                fired.append((Bottleneck.LAUNCH_SCHEDULING, [text]))
+            elif per_block[1] <= t.block_time_max_us:
+                shown = f"{per_block[0]} / {_fmt(math.ceil(blocks / count))} blocks per core"
+                fired.append(
+                    (
+                        Bottleneck.LAUNCH_SCHEDULING,
+                        [
+                            text,
+                            f"{shown} = {_fmt(per_block[1])} us a block ≤ "
+                            f"{_fmt(t.block_time_max_us)}: dispatch is a visible share",
+                        ],
+                    )
+                )
+            else:
+                quiet.append(
+                    f"{text}, but each block runs {_fmt(per_block[1])} us > "
+                    f"{_fmt(t.block_time_max_us)}: dispatch is no visible share"
+                )
         elif blocks < t.min_core_fill * count:
             text = f"block_dim {_fmt(blocks)} < {_fmt(t.min_core_fill)} x {count}"
             fired.append((Bottleneck.INSUFFICIENT_PARALLELISM, [f"{text} usable {what} cores"]))

@@ -24,7 +24,7 @@ def test_raw_ncu_stdout_is_read_and_its_notes_printed_and_stored(cli, campaign):
     assert "note: metrics.csv: skipped 6 line(s) before the ncu header" in text.stdout
     body = cli(*args, "--kernel-name", "kl_few_blocks_scale", "--json").json()
     assert body["attribution"]["bottleneck"] == "insufficient-parallelism"
-    assert body["attribution"]["rules"] == 2 and body["attribution"]["core"] == "gpu"
+    assert body["attribution"]["rules"] == 3 and body["attribution"]["core"] == "gpu"
     assert any("skipped 6 line(s)" in n for n in body["notes"])
     shown = cli("show", "--run", campaign.run_id, "--round", 0)
     assert shown.exit_code == 0, shown.stderr

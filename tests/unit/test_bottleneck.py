@@ -582,3 +582,22 @@ def test_classify_survives_a_vanishing_duration() -> None:
     assert a.bottleneck in set(Bottleneck)
     assert a.evidence
     assert a.headroom is None or 0.0 <= a.headroom <= 1.0
+
+
+def test_many_blocks_are_launch_scheduling_only_while_dispatch_is_a_visible_share() -> None:
+    """Blocks far above the cores are a scheduling cost only when each block is short: the
+    duration over the blocks each core runs in turn against `block_time_max_us`."""
+    signals = {"task_duration_us": 900.0, "block_dim": 4096, "aiv_scalar_ratio": 0.9}
+    short = classify(signals, A2)
+    assert short.bottleneck == "launch-scheduling"
+    assert any("us a block ≤ 50: dispatch is a visible share" in e for e in short.evidence)
+    # the same grid, each block running 8 ms: the scalar pipe speaks, nothing of launches
+    long = classify({**signals, "task_duration_us": 900_000.0}, A2)
+    assert long.bottleneck == "scalar-flow-control"
+    assert "also-launch-scheduling" not in long.flags
+    # the threshold is the user's
+    assert classify(signals, A2, Thresholds(block_time_max_us=5.0)).bottleneck == (
+        "scalar-flow-control"
+    )
+    quiet = classify({"task_duration_us": 900_000.0, "block_dim": 4096}, A2)
+    assert any("dispatch is no visible share" in e for e in quiet.evidence), quiet.evidence
