@@ -271,12 +271,15 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
         )
 
 
+_DECIDED_FIELDS = frozenset(RoundDecided.model_fields)
+
+
 def _as_recorded(expected: RoundDecided, recorded: RoundDecided) -> RoundDecided:
     """The re-derived decision as its recorded one could hold it: a field added to
     RoundDecided after the event was recorded (no such key in its stored payload, so pydantic
     filled in the default) takes the recorded value, since the rules of the time did not
     produce it. Every event recorded since holds every field."""
-    absent = RoundDecided.model_fields.keys() - recorded.model_fields_set
+    absent = _DECIDED_FIELDS - recorded.model_fields_set
     if not absent:
         return expected
     return expected.model_copy(update={name: getattr(recorded, name) for name in absent})
@@ -729,20 +732,18 @@ def _first_projection_fault(
     return None
 
 
-def _missing(store: Store, conn, digests: set[str]) -> str | None:
-    """The first (in sha256 order) of these blobs that is not stored."""
-    wanted = sorted(digests)
-    stored = store.stored_digests(conn, wanted)
-    return next((digest for digest in wanted if digest not in stored), None)
-
-
 def _missing_blob(store: Store, conn, state: _Stream) -> str | None:
-    """What the run names that is not stored: a kernel source, else a profile file."""
-    kernel = _missing(store, conn, state.kernels)
-    if kernel is not None:
-        return f"kernel source {kernel} is not stored"
-    profile = _missing(store, conn, state.profile_files - state.kernels)
-    return f"profile file {profile} is not stored" if profile is not None else None
+    """What the run names that is not stored: a kernel source, else a profile file (the
+    first in sha256 order; one query for both)."""
+    stored = store.stored_digests(conn, sorted(state.kernels | state.profile_files))
+    for digests, what in (
+        (state.kernels, "kernel source"),
+        (state.profile_files - state.kernels, "profile file"),
+    ):
+        missing = next((d for d in sorted(digests) if d not in stored), None)
+        if missing is not None:
+            return f"{what} {missing} is not stored"
+    return None
 
 
 def _check_storage(store: Store, conn, run_id: str | None, check: str) -> None:

@@ -45,7 +45,7 @@ from ledger.errors import (
 from ledger.inputs.jsonio import display
 from ledger.integrity.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.store import schema
-from ledger.store.driver import fetch
+from ledger.store.driver import driver_rows, fetch
 from ledger.store.history import ROUND_BOOLEANS, ROUND_COLUMNS
 from ledger.store.sqlitefile import (
     companions,
@@ -690,11 +690,15 @@ class Store:
         self, conn: Connection, *, batch: int = 2000, stream_id: str | None = None
     ):
         """The events table's rows as plain tuples (`EVENT_COLUMNS` order) in seq order, one
-        keyset-paged batch at a time: for a check that needs no event objects."""
+        keyset-paged batch at a time, read with the driver's cursor (`driver.fetch`; the
+        columns are int, str and bytes, which need no type processing): for a check that
+        needs no event objects, and for `iter_events`."""
         last = 0
-        query = _EVENTS_PAGE if stream_id is None else _STREAM_PAGE
+        query, values = (
+            (_EVENTS_PAGE, {}) if stream_id is None else (_STREAM_PAGE, {"stream": stream_id})
+        )
         while True:
-            page = conn.execute(query, {"last": last, "stream": stream_id, "n": batch}).all()
+            page = fetch(conn, query, {**values, "last": last, "n": batch}, ())
             if not page:
                 return
             yield page
@@ -739,13 +743,15 @@ class Store:
         return digests
 
     def stored_digests(self, conn: Connection, digests: Sequence[str]) -> set[str]:
-        """Which of these blob digests are stored (one plain query per 500: a statement
-        SQLAlchemy would compile again for every length of the list)."""
+        """Which of these blob digests are stored (one plain query per 500, read with the
+        driver's cursor: a statement SQLAlchemy would compile again for every length of the
+        list, and whose result it would set up for every call; `verify` asks once per run)."""
         mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
         found: set[str] = set()
         for start in range(0, len(digests), 500):
             chunk = tuple(digests[start : start + 500])
-            rows = conn.exec_driver_sql(
+            rows = driver_rows(
+                conn,
                 f"SELECT sha256 FROM blobs WHERE sha256 IN ({', '.join([mark] * len(chunk))})",
                 chunk,
             )
