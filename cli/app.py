@@ -17,6 +17,7 @@ try:  # newer typer ships its own copy of click
 except ImportError:  # pragma: no cover - typer releases that depend on click
     from click import exceptions as click_exceptions
 
+from cli.entry import command_name
 from cli.output import EXIT_INTERNAL, error
 
 HELP_NAMES = ["-h", "--help"]
@@ -162,13 +163,17 @@ def command(args: list[str] | None = None) -> typer.core.TyperGroup:
     tested with; with a typer built differently nothing is changed.
     tests/e2e/test_status_startup.py checks the effect with the installed typer.
 
-    It also gives every command the usage line of `usage_pieces`.
+    It also gives every command the usage line of `usage_pieces`, and its arguments their
+    metavar alone in the help (`PATH`, not `PATH <str>`).
     """
     group = typer.main.get_command(application(named_command(args or [])))
     try:
         from typer._coercion import PassThroughRuntimeParam
     except ImportError:  # pragma: no cover - typer releases without runtime coercion
         return group
+
+    def untyped(ctx=None) -> None:
+        return None
 
     def plain(param) -> None:
         described = getattr(param, "type_descriptor", None)
@@ -192,6 +197,8 @@ def command(args: list[str] | None = None) -> typer.core.TyperGroup:
             cmd.collect_usage_pieces = MethodType(usage_pieces, cmd)
         for param in cmd.params:
             plain(param)
+            if isinstance(param, typer.core.TyperArgument) and param.metavar:
+                param.display_type_rich = untyped  # `PATH`, as options show theirs
         with contextlib.suppress(AttributeError, TypeError):
             help_option = cmd.get_help_option(names)
             if help_option is not None:
@@ -211,12 +218,8 @@ def named_command(args: list[str]) -> str | None:
     """
     if "_KERNEL_LEDGER_COMPLETE" in os.environ:
         return None
-    at = 0
-    while at < len(args) and args[at].startswith("--db"):
-        at += 2 if args[at] == "--db" else 1
-    if at < len(args) and (args[at] in COMMANDS or args[at] in GROUPS):
-        return args[at]
-    return None
+    name = command_name(args)
+    return name if name in COMMANDS or name in GROUPS else None
 
 
 def global_options_first(args: list[str]) -> list[str]:

@@ -249,7 +249,10 @@ def export(
     """Write one run as a verifiable bundle (JSON Lines): its events with inclusion proofs
     in the ledger's checkpoint, and its kernel sources.
 
-    Example: kernel-ledger export --run softmax-demo-001 --out softmax-demo-001.bundle.jsonl
+    Example:
+
+    \b
+        kernel-ledger export --run softmax-demo-001 --out softmax-demo-001.bundle.jsonl
     """
     from ledger.integrity.bundle import export_run
 

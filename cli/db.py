@@ -62,7 +62,10 @@ def rebuild_projections(ctx: typer.Context, as_json: bool = JSON) -> None:
     """Fold the projection tables (runs, run_cases, rounds, profiles) again from the events
     alone, in one transaction; the events are read, never changed.
 
-    Example: kernel-ledger --db postgresql+psycopg://owner@db/ledger db rebuild-projections
+    Example:
+
+    \b
+        kernel-ledger --db postgresql+psycopg://owner@db/ledger db rebuild-projections
     """
     from ledger.integrity.verify import rebuild_projections as rebuild
 
@@ -86,7 +89,10 @@ def copy(
     missing SQLite file or an empty PostgreSQL database is created or migrated first; a
     ledger that holds anything is refused.
 
-    Example: kernel-ledger --db sqlite:///ledger.sqlite3 db copy --to postgresql+psycopg://owner@db/ledger
+    Example:
+
+    \b
+        kernel-ledger --db sqlite:///ledger.sqlite3 db copy --to postgresql+psycopg://owner@db/ledger
     """
     from ledger.integrity.copy import copy_ledger, open_target
 
@@ -144,7 +150,10 @@ def grant(
     the projection tables, SELECT on alembic_version; nothing else. Run it as the owner,
     after every db upgrade. --sql prints the statements and connects to nothing.
 
-    Example: kernel-ledger --db postgresql+psycopg://owner@db/ledger db grant --role kledger_app
+    Example:
+
+    \b
+        kernel-ledger --db postgresql+psycopg://owner@db/ledger db grant --role kledger_app
     """
     from ledger.store import roles
 

@@ -24,7 +24,10 @@ def report(
     """Write a self-contained HTML report of a run: round timeline, per-case latency
     distributions, profile signals, rounds table and verification. Appends nothing.
 
-    Example: kernel-ledger report --run softmax-demo-001 --html out/softmax-demo-001.html
+    Example:
+
+    \b
+        kernel-ledger report --run softmax-demo-001 --html out/softmax-demo-001.html
     """
     from ledger.reports.report import write_report
 

@@ -27,7 +27,10 @@ def plan(
     A key the contract does not know is kept, with a warning when it looks like a typo of
     one it does; so is an objective value that reads like a percentage.
 
-    Example: kernel-ledger plan --config examples/softmax-demo/config.json --dry-run
+    Example:
+
+    \b
+        kernel-ledger plan --config examples/softmax-demo/config.json --dry-run
     """
     out = run_use_case(ctx, "plan")
     if as_json:
@@ -101,7 +104,10 @@ def analyze(
 ) -> None:
     """Conclude the run (once) and write analysis.json, report.md and manifest.json.
 
-    Example: kernel-ledger analyze --run softmax-demo-001 --output-dir out/softmax
+    Example:
+
+    \b
+        kernel-ledger analyze --run softmax-demo-001 --output-dir out/softmax
     """
     out = run_use_case(ctx, "analyze")
     if as_json:

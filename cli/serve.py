@@ -26,7 +26,10 @@ def serve(
     round was kept or discarded, event logs with hash checks, kernel diffs, history and
     checkpoints; the same data as JSON under /api/. The ledger is opened read-only.
 
-    Example: kernel-ledger serve --port 8000   (then open http://127.0.0.1:8000/)
+    Example: (then open http://127.0.0.1:8000/ in a browser)
+
+    \b
+        kernel-ledger serve --port 8000
     """
     from ledger.errors import InputError
 

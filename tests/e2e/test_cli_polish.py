@@ -50,6 +50,48 @@ def test_bare_commands_print_their_help_once(sqlite_url):
     assert "<bool>" not in verify and "  --chain  " in verify.replace("   ", "  ")
 
 
+def test_every_help_reads_cleanly():
+    """No `<str>`-style type after an argument's name, and no example command line broken
+    across two lines by the help's wrapping."""
+    import re
+
+    import typer.main
+
+    from cli.app import app
+
+    cli = CliRunner("sqlite:///unused")
+    group = typer.main.get_command(app)
+    names = [[name] for name in group.commands]
+    names += [[name, sub] for name in group.commands for sub in getattr(group.commands[name], "commands", {})]  # fmt: skip
+    assert len(names) > 20
+    for words in names:
+        text = cli(*words, "--help", db=False).stdout
+        lines = text.splitlines()
+        assert not [line for line in lines if re.match(r"\s+[A-Z_]+ <\w+>", line)], words
+        for at, line in enumerate(lines):
+            if line.strip().startswith("Example:") and line.strip() != "Example:":
+                assert line.strip().startswith("Example: kernel-ledger") or line.endswith(")")
+                assert not lines[at + 1].strip(), (words, line, lines[at + 1])
+    assert "  PATH  Profile file or folder." in cli("profile", "--help", db=False).stdout
+
+
+def test_no_doubled_word_in_any_message_template_or_document():
+    """'at at' and its kind: every message, template and document the user reads."""
+    import re
+
+    doubled = re.compile(r"\b(at|the|a|an|of|to|is|in|and|on|for|with|from) \1\b", re.I)
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for folder in ("cli", "ledger"):
+        for suffix in ("*.py", "*.html"):
+            files += sorted((ROOT / folder).rglob(suffix))
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group()}"
+        for path in files
+        for match in doubled.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert len(files) > 50 and found == []
+
+
 def test_version_and_completion():
     from importlib.metadata import version
 
