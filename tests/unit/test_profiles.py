@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -677,3 +678,29 @@ def test_msprof_repeated_columns_are_noted_only_when_they_disagree() -> None:
         "Memory.csv: column 'aiv_mte2_ratio' gives 0.1 where an earlier table gave "
         "aiv_mte2_ratio 0.62; the earlier value is kept"
     )
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_profile_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path, kind: str):
+    """Read through the one bounded reader: a FIFO is refused, never waited on, and a device
+    never read without end."""
+    import threading
+
+    path = Path("/dev/zero")
+    if kind == "fifo":
+        path = tmp_path / "profile.csv"
+        os.mkfifo(path)
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_profile(path)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "load_profile blocked on a file that is not regular"
+    assert len(outcome) == 1 and isinstance(outcome[0], InputError)
+    assert "is not a regular file" in str(outcome[0])

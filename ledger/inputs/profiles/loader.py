@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from ledger.errors import InputError
+from ledger.files import open_input
 from ledger.inputs.jsonio import max_input_bytes
 from ledger.inputs.profiles.common import (
     _MAX_WALK_DEPTH,
@@ -34,20 +34,18 @@ from ledger.inputs.profiles.signals_json import parse_signals_json
 
 
 def _read(path: Path, display: str) -> tuple[str, SourceFile]:
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise InputError(f"{display}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{display}: not a regular file")
+    """The text of one profile file, through the one bounded reader (`ledger.files`): a
+    regular file only, opened without blocking (a FIFO is refused, not waited on), within
+    the input limit."""
     limit = max_input_bytes()
     shown = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit}-byte"
-    if info.st_size > limit:
-        raise InputError(
-            f"{display}: {info.st_size} bytes is over the {shown} limit for profile files"
-        )
     try:
-        with path.open("rb") as handle:
+        with open_input(path, "profile file", limit=2**62) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit:
+                raise InputError(
+                    f"{display}: {size} bytes is over the {shown} limit for profile files"
+                )
             data = handle.read(limit + 1)
     except OSError as exc:
         raise InputError(f"{display}: cannot read ({exc.strerror or exc})") from None
