@@ -30,7 +30,7 @@ from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.integrity import merkle
 from ledger.integrity.hashing import ZERO_HASH
 from ledger.integrity.verify import LedgerCheck, ReplayStop
-from ledger.store.eventstore import Store, StoredEvent, event_row
+from ledger.store.eventstore import PAYLOAD_AT, Store, StoredEvent, event_row
 from ledger.store.transfer import copy_recorded_facts, held_rows, insert_blobs, sqlite_file
 from ledger.store.urls import parse_url
 
@@ -255,8 +255,8 @@ def _check_read_back(
     for page in target.iter_event_pages(dst, batch=BATCH):  # plain rows, no event objects
         for row in page:
             row = tuple(row)
-            if type(row[7]) is not bytes:  # a driver's buffer type for the payload
-                row = (*row[:7], bytes(row[7]), *row[8:])
+            if type(row[PAYLOAD_AT]) is not bytes:  # a driver's buffer type for the payload
+                row = (*row[:PAYLOAD_AT], bytes(row[PAYLOAD_AT]), *row[PAYLOAD_AT + 1 :])
             _digest_row(digest, row)
         seen += len(page)
     copied_blobs, copied_digest = 0, hashlib.sha256()
@@ -273,9 +273,14 @@ def _check_read_back(
 
 
 def _digest_row(digest, row: tuple[object, ...]) -> None:
-    # repr of a tuple of int, str and bytes is unambiguous (strings and bytes are quoted and
-    # escaped), and one C call per row instead of one encoding per field
-    digest.update(repr(row).encode("utf-8"))
+    """An event row (its payload, bytes, at `PAYLOAD_AT`) into `digest`, unambiguously: the
+    repr of the other fields (int and str: quoted and escaped, so it ends where it ends),
+    the payload's length, then the payload as it is. One C call for the small fields, and
+    the payload's bytes hashed without being escaped into text."""
+    payload = row[PAYLOAD_AT]
+    digest.update(repr(row[:PAYLOAD_AT] + row[PAYLOAD_AT + 1 :]).encode("utf-8"))
+    digest.update(len(payload).to_bytes(8, "big"))
+    digest.update(payload)
 
 
 def _digest_fields(digest, values: Iterable[object]) -> None:

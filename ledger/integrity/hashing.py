@@ -76,6 +76,9 @@ _CONTAINERS = (dict, list, tuple)
 # dropped: a regular expression costs ten times as much
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789:[", b"000000000,,")
 _LONG_START = b"," + b"0" * 16
+_LONG_NEGATIVE_START = b",-" + b"0" * 16
+_ORJSON_INTEGRAL = re.compile(rb"\.0[,\]}]")
+_ORJSON_NEGATIVE_EXPONENT = re.compile(rb"e-[0-9]")
 _NEGATIVE_ZERO = re.compile(rb"-0\.0(?!\d)")
 # An integral float is written "2.0" by Python and "2" by RFC 8785; outside strings ".0" can
 # only end such a number, and a number is always followed by one of these three characters.
@@ -148,14 +151,48 @@ def parse_canonical(data: bytes) -> Any | None:
     RFC 8785 bytes and the fast path can prove it; None otherwise (not JSON, not canonical,
     or a form the fast path leaves to the oracle): the caller then decides the slow way.
 
-    Sound because the fast path's output is RFC 8785 of the parsed value, and bytes equal to
-    that output are canonical text, which `orjson.loads` and `json.loads` read to the same
-    value (no integers of 16 digits or more pass `_repaired`, so none beyond 64 bits)."""
+    Two ways to the proof, both sound because the bytes compared are RFC 8785 of the parsed
+    value, and bytes equal to that are canonical text, which `orjson.loads` and `json.loads`
+    read to the same value (no integers of 16 digits or more pass, so none beyond 64 bits):
+    most often `data` are exactly what `orjson` writes for its parse and hold none of the
+    forms where `orjson` differs from RFC 8785 (`_orjson_writes_rfc8785`, a few scans of the
+    bytes); else the fast canonicalizer's output for the parse (`_orjson_canonical`)."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
+    if not isinstance(value, _CONTAINERS):
+        return None
+    try:
+        written = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
+    except TypeError:
+        return None
+    if written == data and _orjson_writes_rfc8785(data):
+        return value
     return value if _orjson_canonical(value) == data else None
+
+
+def _orjson_writes_rfc8785(data: bytes) -> bool:
+    """True when `data`, known to be `orjson`'s own output for its parse, holds none of the
+    forms in which `orjson` and RFC 8785 write a value differently; False where one may
+    occur (then the caller takes the exact path, so a false alarm costs time, never a wrong
+    answer). Strings are scanned with the rest, which can only raise false alarms. Each
+    search starts from a literal (or is one byte), which the regular expression engine and
+    `in` find fastest.
+
+    Those forms, in `orjson`'s output: an integral float or negative zero ("2.0", "-0.0":
+    ".0" then ",", "]" or "}"); exponents (always signed: "1e+16", "1e-7": "e", then "+",
+    or "-" and a digit); integers of 16 digits or more (RFC 8785 reads numbers as doubles: a
+    digit run after ",", ":" or "[", maybe after "-"); characters beyond U+FFFF (keys then
+    sort differently in UTF-16, so only ASCII is taken here). Everything else, literals,
+    the other numbers and string escapes, `orjson` writes as RFC 8785 does (see
+    `_orjson_canonical`)."""
+    if not data.isascii() or _ORJSON_INTEGRAL.search(data) is not None:
+        return False
+    if b"+" in data or _ORJSON_NEGATIVE_EXPONENT.search(data) is not None:
+        return False
+    digits = data.translate(_DIGITS_AS_ZERO)  # also ":" and "[" as ","
+    return _LONG_START not in digits and _LONG_NEGATIVE_START not in digits
 
 
 def _repaired(text: str) -> bytes | None:

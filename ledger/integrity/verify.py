@@ -253,13 +253,15 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
     measured = state.measured.measurements if state.measured and passed else None
     expected = decision(view, submitted, state.evidence, measured)
     expected = _as_recorded(expected, event)
-    if expected != event and _numpy_drift_only(expected, event):
+    if expected == event:
+        return
+    if _numpy_drift_only(expected, event):
         state.warnings.append(
             f"seq {e.seq}: round {event.round}'s statistics were recomputed under numpy "
             f"{expected.statistics['numpy_version']} (recorded under "
             f"{event.statistics['numpy_version']}); the figures differ, the decision does not"
         )
-    elif expected != event:
+    else:
         differing = [
             name
             for name in RoundDecided.model_fields

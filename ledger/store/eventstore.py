@@ -126,6 +126,7 @@ EVENT_COLUMNS = (
 
 # a StoredEvent as an events row (`EVENT_COLUMNS` order)
 event_row = attrgetter(*(column.name for column in EVENT_COLUMNS))
+PAYLOAD_AT = [column.name for column in EVENT_COLUMNS].index("payload")  # in such a row
 
 
 def _stored(row: Any) -> StoredEvent:

@@ -22,6 +22,7 @@ from ledger.errors import InputError
 from ledger.integrity.hashing import (
     _fast_canonical,
     _orjson_canonical,
+    _orjson_writes_rfc8785,
     canonical,
     envelope_bytes,
     envelope_reference,
@@ -259,6 +260,8 @@ def test_ordinary_payloads_take_the_orjson_path():
     expected = rfc8785.dumps(payload)
     assert _orjson_canonical(payload) == expected
     assert parse_canonical(expected) == json.loads(expected)
+    plain = rfc8785.dumps({"weights": [1, 2.5], "hypothesis": "tile-size 64", "d": -0.0123})
+    assert _orjson_writes_rfc8785(plain)  # read back by the quick scans alone
 
 
 @pytest.mark.parametrize(
@@ -294,3 +297,26 @@ def test_event_models_refuse_non_finite_numbers(bad):
     with pytest.raises(ValidationError, match="finite"):
         CaseWeight(id="c", weight=bad)
     assert orjson.dumps([bad]) == b"[null]"  # why the refusal matters
+
+
+@settings(max_examples=3000, deadline=None)
+@given(json_values.filter(lambda v: isinstance(v, list | dict) and not _has_non_string_key(v)))
+@example({"a": [2.0, -0.0, 1e16, 1.5e-7, 9007199254740993, -9007199254740993]})
+@example({"k": "x.0,y e+1 e-2", "n": [0.5, 12]})
+@example(["\U0001f600", {"\ue000": 1, "\U0001f600": 2}])
+def test_parse_canonical_takes_orjson_output_only_where_it_is_rfc8785(value):
+    """Bytes `orjson` wrote for a value are its own parse's output, the case the quick
+    scans decide: they are accepted only where they are the oracle's bytes as well."""
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # a lone surrogate, an integer beyond 64 bits
+        return
+    try:
+        expected = rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):
+        expected = None
+    parsed = parse_canonical(data)
+    if data != expected:
+        assert parsed is None
+    else:
+        assert parsed is None or parsed == json.loads(data)
