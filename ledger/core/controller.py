@@ -127,6 +127,7 @@ def decide_round(
     best = [float(c.best_median_us) for c in view.cases]  # type: ignore[arg-type]
     baseline = [float(c.baseline_median_us) for c in view.cases]  # type: ignore[arg-type]
     objective = view.objective
+    limits = view.limits  # a property that builds its value: read once
     run = view.run
     round_no = submitted.round
     candidate = submitted.candidate
@@ -188,7 +189,7 @@ def decide_round(
         rounds_recorded=round_no,
         consecutive_failures=failures,
         objective=objective,
-        limits=view.limits,
+        limits=limits,
     )
     start_signals = evidence.signals(run.best_kernel_sha256)
     start_profile = None
@@ -239,8 +240,8 @@ def decide_round(
             max_case_regression=objective.max_case_regression,
         ),
         limits=LimitFields(
-            max_rounds=view.limits.max_rounds,
-            max_consecutive_failures=view.limits.max_consecutive_failures,
+            max_rounds=limits.max_rounds,
+            max_consecutive_failures=limits.max_consecutive_failures,
         ),
         best_before=best_before,
         candidate_sha256=candidate.sha256,

@@ -319,18 +319,19 @@ def verify_ledger(
     shares: list[_Share] | None = None
     with store.transaction() as conn:
         total = store.event_count(conn)
+        side = _SideChecks(store, conn, run_id)
         try:
-            _check_storage(store, conn, run_id, "payload")
             count = 1 if run_id is not None else worker_count(workers, total)
-            if count > 1:
+            if count > 1:  # the storage and blob checks run here while the workers replay
                 snapshot = (total, store.last_seq(conn))
-                shares = _replay_in_processes(store, count, snapshot, on_progress)
+                shares = _replay_in_processes(store, count, snapshot, on_progress, side.run)
+            side.storage()
             if shares is None:  # one process (or the workers could not say)
                 shares = [_replay_share(store, conn, run_id, 0, 1, observe, on_progress, total)]
                 observe = None
             if run_id is not None and not shares[0].first_seen:  # a wrong --run
                 raise InputError(f"run {run_id!r} is not in the ledger")
-            _judge(store, conn, shares, report)
+            _judge(store, conn, shares, report, side.blobs)
         except ReplayStop as stop:
             report.first_failure = stop.failure
             report.checks[stop.failure.check] = "failed"
@@ -477,7 +478,52 @@ def _replay_share(
     return share
 
 
-def _judge(store: Store, conn, shares: list[_Share], report: Report) -> None:
+class _SideChecks:
+    """The checks of the stored rows that the replay does not make (storage types of the
+    events' columns, the blob table), made once and raised where a replay in one process
+    meets them: storage first, blobs after the runs. `run` makes both while worker
+    processes replay; a check not made yet is made when it is asked for."""
+
+    def __init__(self, store: Store, conn, run_id: str | None) -> None:
+        self._store, self._conn, self._run_id = store, conn, run_id
+        self._found: dict[str, ReplayStop | None] = {}
+
+    def run(self) -> bool:
+        """Make both checks now; False when the storage check failed (the replay's
+        findings then do not matter)."""
+        self._make("storage")
+        self._make("blobs")
+        return self._found["storage"] is None
+
+    def storage(self) -> None:
+        self._raise("storage")
+
+    def blobs(self) -> None:
+        self._raise("blobs")
+
+    def _make(self, which: str) -> None:
+        if which in self._found:
+            return
+        try:
+            if which == "storage":
+                _check_storage(self._store, self._conn, self._run_id, "payload")
+            else:
+                _check_blob_table(self._store, self._conn)
+        except ReplayStop as stop:
+            self._found[which] = stop
+        else:
+            self._found[which] = None
+
+    def _raise(self, which: str) -> None:
+        self._make(which)
+        stop = self._found[which]
+        if stop is not None:
+            raise stop
+
+
+def _judge(
+    store: Store, conn, shares: list[_Share], report: Report, check_blobs: Callable[[], None]
+) -> None:
     """The report of a replay in seq order, from its shares' findings; raises `ReplayStop`
     with the first failure."""
     failed = [share for share in shares if share.failure is not None]
@@ -498,7 +544,7 @@ def _judge(store: Store, conn, shares: list[_Share], report: Report) -> None:
     faults = [share.projection for share in shares if share.projection is not None]
     if faults:
         raise _fail(None, "projection", min(faults)[1])
-    _check_blob_table(store, conn)
+    check_blobs()
     missing = [share.missing_blob for share in shares if share.missing_blob is not None]
     if missing:
         stream_id, what = min(missing)
@@ -510,11 +556,14 @@ def _replay_in_processes(
     count: int,
     snapshot: tuple[int, int],
     on_progress: Callable[[int, int], None] | None,
+    meanwhile: Callable[[], bool] | None = None,
 ) -> list[_Share] | None:
     """The shares replayed in `count` worker processes, each with its own connection; None
     when one of them could not say (it failed to start or open the ledger, or the ledger
     it saw is not the one this process sees: (event count, last seq) differ): then the
-    caller replays in its own process, which says why, or replays what it sees."""
+    caller replays in its own process, which says why, or replays what it sees.
+    `meanwhile` runs here once the workers have started; when it returns False they are
+    stopped and None is returned."""
     import multiprocessing
     import threading
     from multiprocessing.connection import wait
@@ -544,6 +593,10 @@ def _replay_in_processes(
         for process in processes:
             process.kill()
     try:
+        if pending and meanwhile is not None and not meanwhile():
+            pending.clear()
+            for process in processes:
+                process.kill()
         while pending:
             for reader in wait(list(pending), timeout=0.5):
                 part = pending.pop(reader)
@@ -554,6 +607,10 @@ def _replay_in_processes(
                 reader.close()
             if on_progress is not None:
                 on_progress(min(counter.value for counter in counters), snapshot[0])
+    except BaseException:  # an error here, or an interrupt: the workers are not waited for
+        for process in processes:
+            process.kill()
+        raise
     finally:
         for process in processes:
             process.join(timeout=5)

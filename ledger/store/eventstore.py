@@ -145,13 +145,16 @@ def _sealed_row(
 ) -> tuple[Any, ...]:
     """The events row of an already stored event, written at `seq`: refused unless it is
     the stream's event at `version` after `parent`, and (unless checked) its hash holds."""
-    where = f"event {e.event_id} ({e.stream_id} v{e.stream_version})"
     if e.stream_id != stream_id or e.stream_version != version or e.parent_hash != parent:
         raise InputError(
-            f"{where} does not continue run {stream_id!r} at version {version}; nothing was written"
+            f"event {e.event_id} ({e.stream_id} v{e.stream_version}) does not continue run "
+            f"{stream_id!r} at version {version}; nothing was written"
         )
     if not hashes_checked and e.computed_hash() != e.event_hash:
-        raise InputError(f"{where}: event_hash does not match its content; nothing was written")
+        raise InputError(
+            f"event {e.event_id} ({e.stream_id} v{e.stream_version}): event_hash does not "
+            "match its content; nothing was written"
+        )
     return (
         seq,
         e.event_id,

@@ -141,13 +141,36 @@ def _blob(conn, events, rng) -> None:
         conn.execute("UPDATE blobs SET size = length(content) WHERE sha256 = ?", (digest,))
 
 
+def _storage_type(conn, events, rng) -> None:
+    """A payload stored as text: found by the storage check, which the parent process makes
+    while the workers replay, and which comes before any replay finding."""
+    seq = rng.choice(events).seq
+    conn.execute("UPDATE events SET payload = CAST(payload AS TEXT) WHERE seq = ?", (seq,))
+
+
+def _storage_and_later_faults(conn, events, rng) -> None:
+    _blob(conn, events, rng)
+    _projection(conn, events, rng)
+    _storage_type(conn, events, rng)
+
+
 def _two_at_once(conn, events, rng) -> None:
     """Two damaged runs: the first failure by seq must win in every share."""
     for _ in range(2):
         _column_change(conn, events, rng)
 
 
-CHANGES = [_column_change, _gap, _swap, _projection, _orphan_rows, _blob, _two_at_once]
+CHANGES = [
+    _column_change,
+    _gap,
+    _swap,
+    _projection,
+    _orphan_rows,
+    _blob,
+    _two_at_once,
+    _storage_type,
+    _storage_and_later_faults,
+]
 
 
 @pytest.mark.parametrize("source", ["generated", "built"])
@@ -168,7 +191,7 @@ def test_every_tampering_gets_the_same_report_from_one_process_and_from_workers(
         report = _both(url)
         if report["first_failure"]:
             seen.add(report["first_failure"]["check"])
-    assert {"hash", "projection", "blobs"} <= seen
+    assert {"hash", "projection", "blobs", "payload"} <= seen
 
 
 def test_a_forged_decision_rehashed_consistently_is_found_by_workers_too(built, tmp_path):
