@@ -284,8 +284,9 @@ def measure(folder: Path, *, runs: int, repeats: int) -> Section:
     section.figures.update(
         events=events,
         runs=runs,
-        events_per_s={k: v.as_dict() for k, v in rate.items()},
-        cpu_us_per_event={k: v.as_dict() for k, v in cpu.items()},
+        # (the peer's series stay empty where its environment could not be made)
+        events_per_s={k: v.as_dict() for k, v in rate.items() if v.values},
+        cpu_us_per_event={k: v.as_dict() for k, v in cpu.items() if v.values},
     )
     section.notes.append(
         "Goal (≥ 0.5x the raw inserts, wall clock): import "

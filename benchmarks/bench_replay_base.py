@@ -70,7 +70,16 @@ print(json.dumps({"events": report.events_checked, "seconds": seconds,
 
 
 def _base_tree(work: Path) -> Path | str:
-    """The base commit's tree under `work`, or why there is none."""
+    """The base commit's tree under `work`, or why there is none. On a machine whose copy
+    of the project has no history, KERNEL_LEDGER_BENCH_BASE_TREE names a folder holding
+    that commit's `ledger`, `migrations`, `alembic.ini` and `benchmarks` (as `git archive`
+    writes them)."""
+    given = os.environ.get("KERNEL_LEDGER_BENCH_BASE_TREE")
+    if given:
+        tree = Path(given).resolve()
+        if not (tree / "ledger" / "verify.py").is_file():
+            return f"{given} holds no tree of {BASE} (no ledger/verify.py)"
+        return tree
     found = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{BASE}^{{commit}}"],
         capture_output=True,
@@ -106,7 +115,8 @@ def _base_tree(work: Path) -> Path | str:
 
 
 def _in_base(tree: Path, code: str, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    paths = [str(tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     done = subprocess.run(
         [sys.executable, "-c", code, *args],
         cwd=tree,

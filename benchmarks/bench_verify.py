@@ -198,10 +198,10 @@ def measure(
         "own process; ratios to the floor taken within each repetition. The full replay in "
         "one process (`workers=1`), and as `verify` runs it: a ledger of "
         f"{PARALLEL_MIN_EVENTS:,} events or more shared among worker processes, one per idle "
-        "CPU when it starts (the CPUs less the 1-minute load average, itself counted as "
-        "idle; how many in parentheses), each reading every event and replaying the runs of "
-        "its share. Peak RSS in MiB (of the process the figure was taken in; with workers, "
-        "the parent's)."
+        "CPU when it starts (the CPUs less those busy over 50 ms, from the kernel's CPU "
+        "time counters; how many in parentheses), each reading every event and replaying "
+        "the runs of its share. Peak RSS in MiB (of the process the figure was taken in; "
+        "with workers, the parent's)."
     )
     section.table(
         [

@@ -28,6 +28,7 @@ from benchmarks import (
     bench_bulk,
     bench_history,
     bench_record,
+    bench_replay_base,
     bench_serve,
     bench_small,
     bench_verify,
@@ -41,6 +42,7 @@ NAMES = (
     "bulk",
     "record",
     "verify",
+    "replay-base",
     "history",
     "serve",
     "startup",
@@ -174,6 +176,16 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
                 replay_repeats=1,
                 title="Verify (SQLite)",
                 key="verify",
+            ),
+            t0,
+        )
+    if "replay-base" in selected:
+        t0 = time.perf_counter()
+        timed(
+            bench_replay_base.measure(
+                work / "replay-base",
+                events=20_000 if quick else 100_000,
+                repeats=2 if quick else 3,
             ),
             t0,
         )

@@ -79,7 +79,6 @@ def copy_ledger(
         other_rows = copy_recorded_facts(src, dst, target.shown_url)
         total = source.event_count(src)
         tree = merkle.TreeBuilder()
-        digest = hashlib.sha256()
         folds = _Folds(target, dst)
         check = LedgerCheck()
         writer = _Writer(target, dst)
@@ -88,18 +87,19 @@ def copy_ledger(
             event = _checked(check, e)
             page.append(e)
             tree.append(bytes.fromhex(e.event_hash))
-            _digest_row(digest, event_row(e))
             if len(page) == BATCH:
                 writer.write(page)
+                _check_page_read_back(target, dst, page)
                 page = []
                 if on_progress is not None:
                     on_progress(tree.size, total)
             folds.add(e, event)
         if page:
             writer.write(page)
+            _check_page_read_back(target, dst, page)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         folds.finish()
-        _check_read_back(target, dst, tree.size, digest.digest(), blob_count, blob_digest)
+        _check_read_back(target, dst, tree.size, blob_count, blob_digest)
     if on_progress is not None:
         on_progress(tree.size, tree.size)
     return CopyResult(
@@ -241,46 +241,41 @@ def _copy_blobs(rows: Iterable[tuple[str, bytes]], dst: Any) -> tuple[int, bytes
     return count, digest.digest()
 
 
-def _check_read_back(
-    target: Store,
-    dst: Any,
-    count: int,
-    event_digest: bytes,
-    blob_count: int,
-    blob_digest: bytes,
-) -> None:
-    """Read the copy back inside its own transaction: it must be the source, byte for byte."""
-    digest = hashlib.sha256()
-    seen = 0
-    for page in target.iter_event_pages(dst, batch=BATCH):  # plain rows, no event objects
-        for row in page:
-            row = tuple(row)
-            if type(row[PAYLOAD_AT]) is not bytes:  # a driver's buffer type for the payload
-                row = (*row[:PAYLOAD_AT], bytes(row[PAYLOAD_AT]), *row[PAYLOAD_AT + 1 :])
-            _digest_row(digest, row)
-        seen += len(page)
-    copied_blobs, copied_digest = 0, hashlib.sha256()
-    for sha, content in target.iter_blobs(dst):
-        _digest_fields(copied_digest, (sha, content))
-        copied_blobs += 1
-    events_differ = (seen, digest.digest()) != (count, event_digest)
-    blobs_differ = (copied_blobs, copied_digest.digest()) != (blob_count, blob_digest)
-    if events_differ or blobs_differ:
+def _check_page_read_back(target: Store, dst: Any, page: list[StoredEvent]) -> None:
+    """Read a page of copied events back inside the copy's transaction, right after it was
+    written: the rows must be the source's, byte for byte (the same seq included)."""
+    back = next(target.iter_event_pages(dst, batch=len(page), after_seq=page[0].seq - 1), [])
+    rows = [
+        row if type(row[PAYLOAD_AT]) is bytes else _with_bytes_payload(row)  # a buffer type
+        for row in back
+    ]
+    if rows != [tuple(event_row(e)) for e in page]:
         raise CheckFailed(
             f"the copy in {target.shown_url} reads back differently from the source; nothing "
             "was written"
         )
 
 
-def _digest_row(digest, row: tuple[object, ...]) -> None:
-    """An event row (its payload, bytes, at `PAYLOAD_AT`) into `digest`, unambiguously: the
-    repr of the other fields (int and str: quoted and escaped, so it ends where it ends),
-    the payload's length, then the payload as it is. One C call for the small fields, and
-    the payload's bytes hashed without being escaped into text."""
-    payload = row[PAYLOAD_AT]
-    digest.update(repr(row[:PAYLOAD_AT] + row[PAYLOAD_AT + 1 :]).encode("utf-8"))
-    digest.update(len(payload).to_bytes(8, "big"))
-    digest.update(payload)
+def _with_bytes_payload(row: Any) -> tuple[Any, ...]:
+    return (*row[:PAYLOAD_AT], bytes(row[PAYLOAD_AT]), *row[PAYLOAD_AT + 1 :])
+
+
+def _check_read_back(
+    target: Store, dst: Any, count: int, blob_count: int, blob_digest: bytes
+) -> None:
+    """Once every page was read back: the copy holds no more events than the source, and
+    its blobs read back as the source's."""
+    copied_blobs, copied_digest = 0, hashlib.sha256()
+    for sha, content in target.iter_blobs(dst):
+        _digest_fields(copied_digest, (sha, content))
+        copied_blobs += 1
+    events_differ = target.event_count(dst) != count
+    blobs_differ = (copied_blobs, copied_digest.digest()) != (blob_count, blob_digest)
+    if events_differ or blobs_differ:
+        raise CheckFailed(
+            f"the copy in {target.shown_url} reads back differently from the source; nothing "
+            "was written"
+        )
 
 
 def _digest_fields(digest, values: Iterable[object]) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -350,9 +351,10 @@ PARALLEL_MIN_EVENTS = 20_000
 
 def replay_workers() -> int:
     """Processes a whole-ledger replay is shared among: KERNEL_LEDGER_VERIFY_WORKERS (1 to
-    64), else the idle CPUs: those this process may run on less the 1-minute load average,
-    this process counted as idle (a worker on a busy CPU only makes every process wait), at
-    least 1 and at most 8."""
+    64), else the idle CPUs: those this process may run on less those busy right now
+    (`busy_cpus`; the 1-minute load average less this process where that cannot be
+    measured), at least 1 and at most 8. A worker on a busy CPU only makes every process
+    wait."""
     raw = os.environ.get("KERNEL_LEDGER_VERIFY_WORKERS")
     if raw is not None:
         if not raw.strip().isdigit() or not 1 <= int(raw) <= 64:
@@ -362,11 +364,47 @@ def replay_workers() -> int:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
+    busy = busy_cpus()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0] - 1  # this process is counted in it
+        except (AttributeError, OSError):  # no load average here
+            busy = 0.0
+    return max(1, min(cpus, 8, round(cpus - busy)))
+
+
+BUSY_WINDOW_S = 0.05
+
+
+def busy_cpus(window: float = BUSY_WINDOW_S) -> float | None:
+    """How many of this process's CPUs were busy over the next `window` seconds (this
+    process sleeps meanwhile), from the kernel's CPU time counters (/proc/stat): the
+    share of all CPUs' time not idle and not waiting for I/O (stolen time counts as busy),
+    times the CPUs this process may run on. None where there are no such counters.
+
+    A present measure, unlike the load average, which still counts for a minute the
+    processes that ran just before (a benchmark's previous step, a build)."""
     try:
-        idle = cpus + 1 - os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average here
-        idle = cpus
-    return max(1, min(cpus, 8, round(idle)))
+        before = _cpu_times()
+        time.sleep(window)
+        after = _cpu_times()
+        cpus = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    total = after[0] - before[0]
+    if total <= 0:
+        return None
+    return cpus * (1 - (after[1] - before[1]) / total)
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(all CPU time, idle and I/O-wait time) so far, in clock ticks, from /proc/stat."""
+    with open("/proc/stat", "rb") as handle:
+        fields = handle.readline().split()
+    if fields[0] != b"cpu":
+        raise ValueError("no cpu line")
+    values = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return sum(values), values[3] + values[4]
 
 
 def worker_count(workers: int | None, total: int) -> int:

@@ -691,13 +691,18 @@ class Store:
                 yield _stored(row)
 
     def iter_event_pages(
-        self, conn: Connection, *, batch: int = 2000, stream_id: str | None = None
+        self,
+        conn: Connection,
+        *,
+        batch: int = 2000,
+        stream_id: str | None = None,
+        after_seq: int = 0,
     ):
-        """The events table's rows as plain tuples (`EVENT_COLUMNS` order) in seq order, one
-        keyset-paged batch at a time, read with the driver's cursor (`driver.fetch`; the
-        columns are int, str and bytes, which need no type processing): for a check that
-        needs no event objects, and for `iter_events`."""
-        last = 0
+        """The events table's rows after `after_seq` as plain tuples (`EVENT_COLUMNS` order)
+        in seq order, one keyset-paged batch at a time, read with the driver's cursor
+        (`driver.fetch`; the columns are int, str and bytes, which need no type processing):
+        for a check that needs no event objects, and for `iter_events`."""
+        last = after_seq
         query, values = (
             (_EVENTS_PAGE, {}) if stream_id is None else (_STREAM_PAGE, {"stream": stream_id})
         )

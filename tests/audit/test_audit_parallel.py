@@ -6,6 +6,7 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 from pathlib import Path
@@ -277,14 +278,25 @@ def test_warnings_come_in_the_order_and_up_to_the_failure_of_one_process(generat
     assert [w.split(":")[0] for w in report["warnings"]] == [f"seq {s}" for s in drifted[:2]]
 
 
+def test_busy_cpus_reads_the_kernels_counters():
+    busy = verify.busy_cpus(0.02)
+    if busy is None:  # no /proc/stat here
+        pytest.skip("no CPU time counters on this system")
+    assert 0.0 <= busy <= len(os.sched_getaffinity(0))
+
+
 def test_how_many_workers(monkeypatch):
     from ledger.errors import InputError
 
     monkeypatch.delenv("KERNEL_LEDGER_VERIFY_WORKERS", raising=False)
     assert verify.worker_count(None, verify.PARALLEL_MIN_EVENTS - 1) == 1
     assert 1 <= verify.worker_count(None, verify.PARALLEL_MIN_EVENTS) <= 8
-    monkeypatch.setattr(verify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(verify.os, "sched_getaffinity", lambda pid: set(range(4)))
+    for busy, workers in ((0.0, 4), (0.6, 3), (2.2, 2), (3.9, 1), (9.0, 1)):
+        monkeypatch.setattr(verify, "busy_cpus", lambda busy=busy: busy)
+        assert verify.replay_workers() == workers  # the idle CPUs, at least one
+    monkeypatch.setattr(verify, "busy_cpus", lambda: None)  # no CPU counters: load average
+    monkeypatch.setattr(verify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert verify.replay_workers() == 4  # every CPU idle
     monkeypatch.setattr(verify.os, "getloadavg", lambda: (3.2, 0.0, 0.0))
     assert verify.replay_workers() == 2  # this process and one more CPU are idle
