@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -263,8 +264,9 @@ def _markdown(
         "",
         "Every figure is measured against a floor in the same run, repeated; medians are "
         "quoted with [min-max] over the repetitions, and each ratio is formed within one "
-        "repetition. The machine is shared (2 cores), so absolute rates drift between runs; "
-        "the ratios are the figures to compare. The suite never asserts a time.",
+        f"repetition. Other work on the machine ({os.cpu_count()} logical cores) moves "
+        "absolute rates between runs; the ratios are the figures to compare. The suite never "
+        "asserts a time.",
         "",
     ]
     for section in sections:

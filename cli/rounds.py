@@ -45,6 +45,7 @@ def plan(
     for warning in result.warnings:
         say(f"warning: {warning}")
     _say_not_found("baseline", result.samples_not_found)
+    _say_not_samples("baseline", result.sources_not_samples)
 
 
 def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
@@ -52,6 +53,15 @@ def _say_not_found(what: str, cases: tuple[str, ...]) -> None:
         say(
             f"  note: the {what} names samples files that do not exist (cases "
             f"{', '.join(cases)}); the decision uses the medians"
+        )
+
+
+def _say_not_samples(what: str, cases: tuple[str, ...]) -> None:
+    if cases:
+        say(
+            f"  note: the {what} names source files that hold no samples (cases "
+            f"{', '.join(cases)}); their digests are recorded and the decision uses the "
+            "medians"
         )
 
 
@@ -85,6 +95,7 @@ def record(
     if r.needs_diagnosis:
         say(diagnose_hint(r.run_id))
     _say_not_found(f"round {r.round}", r.samples_not_found)
+    _say_not_samples(f"round {r.round}", r.sources_not_samples)
 
 
 def analyze(

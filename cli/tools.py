@@ -68,6 +68,7 @@ def plan(ledger: Ledger, config: str, dry_run: bool = False) -> Outcome:
             "case_count": result.case_count,
             "warnings": list(result.warnings),
             **_not_found(result.samples_not_found),
+            **_not_samples(result.sources_not_samples),
         },
         result,
     )
@@ -76,6 +77,11 @@ def plan(ledger: Ledger, config: str, dry_run: bool = False) -> Outcome:
 def _not_found(cases: tuple[str, ...]) -> dict[str, list[str]]:
     """The JSON key naming cases whose samples file was named but not found, when any were."""
     return {"samples_not_found": list(cases)} if cases else {}
+
+
+def _not_samples(cases: tuple[str, ...]) -> dict[str, list[str]]:
+    """The JSON key naming cases whose `source` file holds no samples, when any did."""
+    return {"sources_not_samples": list(cases)} if cases else {}
 
 
 def record(ledger: Ledger, run: str, result: str) -> Outcome:
@@ -95,6 +101,7 @@ def record(ledger: Ledger, run: str, result: str) -> Outcome:
             "best_kernel_sha256": r.best_kernel_sha256,
             **({"flags": list(r.flags)} if r.flags else {}),
             **_not_found(r.samples_not_found),
+            **_not_samples(r.sources_not_samples),
             "already_recorded": r.already_recorded,
         },
         r,

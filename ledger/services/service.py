@@ -28,6 +28,7 @@ from ledger.core.controller import (
     profile_event,
     samples_not_found,
     settings_from,
+    sources_not_samples,
 )
 from ledger.core.events import (
     CaseWeight,
@@ -91,6 +92,7 @@ class PlanResult:
     events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
     warnings: tuple[str, ...] = ()
     dry_run: bool = False
+    sources_not_samples: tuple[str, ...] = ()  # baseline cases whose `source` holds no samples
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class RecordResult:
     samples_not_found: tuple[str, ...] = ()  # cases whose `source` was not there
     events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
     already_recorded: bool = False  # a retry of a round recorded from this very file
+    sources_not_samples: tuple[str, ...] = ()  # cases whose `source` holds no samples
 
 
 @dataclass(frozen=True)
@@ -636,6 +639,7 @@ class LedgerService:
             planned.events,
             warnings,
             dry_run,
+            tuple(sources_not_samples(baseline)),
         )
 
     # --- record --------------------------------------------------------------------------
@@ -710,6 +714,7 @@ class LedgerService:
             flags=tuple(decision.flags),
             samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
             events=tuple(items),
+            sources_not_samples=tuple(sources_not_samples(evidence.measured.get(decision.round))),
         )
 
     def _recorded(self, run: Any, round_no: int, result_sha256: str) -> RecordResult:

@@ -204,6 +204,7 @@ def test_a_source_that_is_not_a_samples_file_is_kept_as_evidence_and_flagged(
     assert recorded.exit_code == 0, recorded.stderr
     assert recorded.json()["decision"] == "KEEP"
     assert recorded.json()["flags"] == ["source-not-samples"]
+    assert recorded.json()["sources_not_samples"] == ["fp16-128x257"]
     rows = cli("show", "--run", RUN, "--round", 1, "--json").json()["measurements"]
     row = rows["measurements"][0]
     assert row["source"]["sha256"] == sha256(log)
@@ -213,6 +214,35 @@ def test_a_source_that_is_not_a_samples_file_is_kept_as_evidence_and_flagged(
     assert "source_not_samples" not in rows["measurements"][1]
     assert "not a samples file" in cli("show", "--run", RUN, "--round", 1).stdout
     assert cli("verify").exit_code == 0
+
+
+def test_plan_and_record_say_which_sources_hold_no_samples(cli, workspace):
+    """The note beside the one for missing samples files: the cases whose `source` is kept
+    as evidence only, in the text and as a JSON key."""
+    root, campaign = workspace
+    log = campaign.root / "raw" / "bench.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("a benchmark's log: 40.0 us\n")
+    doc = _relative(campaign.config_doc(), root)
+    doc["baseline"][0]["source"] = "runs/x/raw/bench.log"
+    write_json(campaign.root / "config.json", doc)
+    planned = cli("plan", "--config", "runs/x/config.json")
+    assert planned.exit_code == 0, planned.stderr
+    assert planned.stdout.splitlines()[-1] == (
+        "  note: the baseline names source files that hold no samples (cases "
+        f"{doc['baseline'][0]['case_id']}); their digests are recorded and the decision "
+        "uses the medians"
+    )
+    round_doc = _relative(campaign.round_doc([16.0, 37.0, 23.0]), root)
+    round_doc["measurements"][1]["source"] = "runs/x/raw/bench.log"
+    write_json(campaign.root / "rounds" / "round-1.json", round_doc)
+    recorded = cli("record", "--run", RUN, "--result", "runs/x/rounds/round-1.json")
+    assert recorded.exit_code == 0, recorded.stderr
+    assert recorded.stdout.splitlines()[-1] == (
+        "  note: the round 1 names source files that hold no samples (cases "
+        f"{round_doc['measurements'][1]['case_id']}); their digests are recorded and the "
+        "decision uses the medians"
+    )
 
 
 @pytest.mark.parametrize(
