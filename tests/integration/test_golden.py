@@ -125,3 +125,23 @@ def test_golden_ledger_copies_to_postgresql_unchanged(golden: Path, pg_server: s
         )
         assert [list(r) for r in rows] == EXPECTED["events"]
     engine.dispose()
+
+
+def test_golden_legacy_imports_keep_their_hashes(db_url: str) -> None:
+    """Every controller-written run folder of tests/fixtures/legacy imports to the very
+    events (ids, hashes, Merkle root) it imported to when legacy-expected.json was written
+    (tests/fixtures/golden/legacy.py says by which code), on both backends."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("golden_legacy", GOLDEN / "legacy.py")
+    assert spec is not None and spec.loader is not None
+    legacy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(legacy)
+    expected = json.loads(legacy.EXPECTED.read_text())
+    facts = legacy.legacy_import_facts(db_url)
+    assert facts["runs"] == expected["runs"]
+    assert facts["events"] == expected["events"]
+    assert (facts["tree_size"], facts["tree_root"]) == (
+        expected["tree_size"],
+        expected["tree_root"],
+    )
