@@ -452,7 +452,11 @@ def main() -> int:
         (
             "true 3% gain at CV 2%, 50 repeats kept ≥ 95%",
             all(c.rate(c.stats_keep) >= TARGET_POWER for c in power),
-            ", ".join(f"{c.label['cases']} case(s): {pct(c.rate(c.stats_keep))}" for c in power)
+            ", ".join(
+                f"{c.label['cases']} case{'' if c.label['cases'] == 1 else 's'}: "
+                f"{pct(c.rate(c.stats_keep))}"
+                for c in power
+            )
             + f" (lowest {pct(low.rate(low.stats_keep))})",
         )
     )

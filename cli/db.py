@@ -131,7 +131,7 @@ def copy(
         say(
             f"copied {plural(result.events, 'event')}, {plural(result.blobs, 'blob')} and rows "
             f"({others}) to "
-            f"{target.shown_url} and rebuilt the projections of {result.runs} run(s)\n"
+            f"{target.shown_url} and rebuilt the projections of {plural(result.runs, 'run')}\n"
             f"ledger {result.ledger_id}, tree size {result.tree_size}, root "
             f"{result.tree_root}\nnext: kernel-ledger --db '{target.shown_url}' verify"
         )

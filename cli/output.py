@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ledger.inputs.jsonio import plural  # noqa: F401  (the commands take it from here)
+
 EXIT_INTERNAL = 70
 
 
@@ -72,11 +74,6 @@ def _cell(value: Any) -> str:
         return f"{value:.6g}"
     text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 round`, `2 rounds`."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def failures(count: int, limit: int) -> str:

@@ -442,7 +442,11 @@ def verify(
         else:
             assert report.artifacts is not None
             count = len(report.artifacts.changed) + len(report.artifacts.missing)
-            failure = f"the ledger verifies, but {count} evidence file(s) changed or vanished"
+            from ledger.inputs.jsonio import plural
+
+            failure = (
+                f"the ledger verifies, but {plural(count, 'evidence file')} changed or vanished"
+            )
     return Outcome(report.as_dict(), ("ledger", report), failure)
 
 

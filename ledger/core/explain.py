@@ -240,7 +240,7 @@ def _bootstrap_words(stats: dict[str, Any]) -> dict[str, str]:
     sigma = stats.get("drift_sigma")
     pairs = stats.get("drift_pairs")
     if stats.get("drift_estimated"):
-        drift = f" (drift sigma {sigma * 100:.2f}% from {pairs} A/A pair(s) widened it)"
+        drift = f" (drift sigma {sigma * 100:.2f}% from {_aa_pairs(pairs)} widened it)"
     elif stats:
         drift = " (drift unestimated: no A/A pairs to widen it)"
     else:
@@ -318,7 +318,7 @@ def noise_summary(events: Iterable[Event]) -> NoiseSummary:
         spread = [abs(p.improvement) for p in pairs if p.improvement is not None]
         worst = max(spread) if spread else None
         sentence = (
-            f"{len(pairs)} A/A pair(s): the same kernel measured twice differed by up to "
+            f"{_aa_pairs(len(pairs))}: the same kernel measured twice differed by up to "
             f"{_limit(worst) if worst is not None else '—'} in I"
         )
         if floor is not None and worst is not None:
@@ -367,3 +367,7 @@ def _pair(
         cases=len(b),
         samples=all(m.samples_us for m in (*a, *b)),
     )
+
+
+def _aa_pairs(count: object) -> str:
+    return "1 A/A pair" if count == 1 else f"{count} A/A pairs"

@@ -60,6 +60,11 @@ def env_bytes(name: str, default: int) -> int:
     return value
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 round`, `2 rounds`: a count and a regular noun, for messages."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def display(path: Path | str) -> str:
     """A path as shown in messages: one line, whatever the name holds."""
     text = str(path)

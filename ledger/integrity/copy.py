@@ -27,6 +27,7 @@ from typing import Any
 from ledger.core import projections
 from ledger.core.events import Event
 from ledger.errors import CheckFailed, InputError, LedgerError
+from ledger.inputs.jsonio import plural
 from ledger.integrity import merkle
 from ledger.integrity.hashing import ZERO_HASH
 from ledger.integrity.verify import LedgerCheck, ReplayStop
@@ -162,7 +163,7 @@ def _refuse_unless_empty(target: Store, conn: Any) -> None:
     """Only ledger_info may hold rows (the new ledger's id, replaced by the source's)."""
     found = held_rows(conn)
     if found:
-        held = ", ".join(f"{n} rows in {name}" for name, n in found.items())
+        held = ", ".join(f"{plural(n, 'row')} in {name}" for name, n in found.items())
         raise InputError(
             f"the ledger at {target.shown_url} is not empty ({held}); db copy only writes "
             "into an empty ledger, and nothing was written"

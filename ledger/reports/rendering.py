@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from ledger.core.explain import DECISION_MEANINGS, GLOSSARY, describe_flag
+from ledger.inputs.jsonio import plural
 
 
 def pct(value: float | None) -> str:
@@ -40,7 +41,9 @@ def environment() -> Any:
         trim_blocks=False,
         keep_trailing_newline=True,
     )
-    env.filters.update(pct=pct, share=share, num=num, kv=kv, describe_flag=describe_flag)
+    env.filters.update(
+        pct=pct, share=share, num=num, kv=kv, describe_flag=describe_flag, plural=plural
+    )
     env.globals.update(glossary=GLOSSARY, decision_meanings=DECISION_MEANINGS, links=None)
     return env
 

@@ -60,7 +60,7 @@ from ledger.core.evidence import RunEvidence
 from ledger.core.projections import RunView
 from ledger.core.round import admit, round_events
 from ledger.errors import InputError
-from ledger.inputs.jsonio import JsonFile, display, read_json
+from ledger.inputs.jsonio import JsonFile, display, plural, read_json
 from ledger.inputs.models import (
     RoundResult,
     base_folder,
@@ -100,7 +100,7 @@ class LegacyRejected(InputError):
         listed = "; ".join(f"({i}) {p}" for i, p in enumerate(problems, start=1))
         super().__init__(
             f"legacy run {run_id!r} in {display(folder)} was not imported: "
-            f"{len(problems)} disagreement(s) with a replay: {listed}; nothing was written"
+            f"{plural(len(problems), 'disagreement')} with a replay: {listed}; nothing was written"
         )
 
 

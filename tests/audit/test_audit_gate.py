@@ -119,7 +119,7 @@ def test_changed_evidence_is_a_note_unless_strict(cli, tmp_path):
     assert report["artifacts"]["status"] == "failed"
     assert {i["field"] for i in report["artifacts"]["changed"]} == {"candidate"}
     assert {i["field"] for i in report["artifacts"]["missing"]} == {"case_matrix"}
-    assert "2 evidence file(s) changed or vanished" in verified.stderr
+    assert "2 evidence files changed or vanished" in verified.stderr
     assert cli("verify", "--json").exit_code == 0  # without --artifacts, files are not read
 
 

@@ -21,14 +21,14 @@ def test_raw_ncu_stdout_is_read_and_its_notes_printed_and_stored(cli, campaign):
     text = cli(*args, "--kernel-name", "kl_persistent_copy")
     assert text.exit_code == 0, text.stderr
     assert "bottleneck: memory-transfer" in text.stdout
-    assert "note: metrics.csv: skipped 6 line(s) before the ncu header" in text.stdout
+    assert "note: metrics.csv: skipped 6 lines before the ncu header" in text.stdout
     body = cli(*args, "--kernel-name", "kl_few_blocks_scale", "--json").json()
     assert body["attribution"]["bottleneck"] == "insufficient-parallelism"
     assert body["attribution"]["rules"] == 3 and body["attribution"]["core"] == "gpu"
-    assert any("skipped 6 line(s)" in n for n in body["notes"])
+    assert any("skipped 6 lines" in n for n in body["notes"])
     shown = cli("show", "--run", campaign.run_id, "--round", 0)
     assert shown.exit_code == 0, shown.stderr
-    assert "note: metrics.csv: skipped 6 line(s)" in shown.stdout
+    assert "note: metrics.csv: skipped 6 lines" in shown.stdout
     detail = cli("show", "--run", campaign.run_id, "--round", 0, "--json").json()
     assert detail["profiles"][-1]["attribution"]["notes"] == body["notes"]
     assert cli("verify").exit_code == 0

@@ -369,7 +369,7 @@ def test_a_damaged_ledger_is_reported_not_hidden(cli, campaign, tmp_path, db_url
     page = out.read_text()
     assert "VERIFICATION FAILED" in page
     assert f"First failure at seq {seq} (version" in page
-    assert "1 event(s) of this run could not be read" in page
+    assert "1 event of this run could not be read" in page
     # round 2 lost its submission, but its decision and measurements are still shown
     assert "(its RoundSubmitted event could not be read)" in page
     rounds = re.findall(r'<tr class="main" id="round-(\d+)">', page)

@@ -124,7 +124,7 @@ def test_bootstrap_regression_gives_the_upper_bound_and_the_drift():
     why = ex.explain(decided("DISCARD", [9.0, 19.0], statistics=s))
     assert why.rule == "bootstrap-case-regression"
     assert "80% upper bound of R, +3.10%, is over the limit 2.00%" in why.sentence
-    assert "drift sigma 1.20% from 3 A/A pair(s)" in why.sentence
+    assert "drift sigma 1.20% from 3 A/A pairs" in why.sentence
 
 
 def test_fail_names_the_failed_cases_when_known():

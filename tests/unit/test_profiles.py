@@ -657,7 +657,7 @@ def test_full_run_csv_after_a_preamble_is_read_from_its_header(tmp_path: Path) -
     )
     p = load_profile(path)
     assert p.signals["task_duration_us"] == 12.5
-    assert p.notes[0] == "kernel_details.csv: skipped 1 line(s) before the header"
+    assert p.notes[0] == "kernel_details.csv: skipped 1 line before the header"
 
 
 def test_msprof_repeated_columns_are_noted_only_when_they_disagree() -> None:

@@ -126,7 +126,7 @@ def test_ncu_preamble_is_skipped_and_noted() -> None:
     text = (NCU / "metrics.csv").read_text()
     assert text.startswith("==WARNING==") and "checksum, z, c:" in text  # program output
     p = load_profile(NCU / "metrics.csv", kernel_name="kl_persistent_copy")
-    assert any("skipped 6 line(s) before the ncu header" in n for n in p.notes)
+    assert any("skipped 6 lines before the ncu header" in n for n in p.notes)
     # a BOM (ncu on Windows) and an unbalanced quote in the program's output change nothing
     hostile = "\ufeff" + text.replace("checksum, z, c:", 'checksum, "z, c:')
     again = parse_ncu_csv(hostile, kernel_name="kl_persistent_copy")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.errors import InputError
-from ledger.inputs.jsonio import DEFAULT_MAX_INPUT_BYTES
+from ledger.inputs.jsonio import DEFAULT_MAX_INPUT_BYTES, plural
 
 FORMATS = ("msprof-op", "op-summary", "kernel-details", "ncu-csv", "signals-json")
 MAX_FILE_BYTES = DEFAULT_MAX_INPUT_BYTES
@@ -235,7 +235,9 @@ def _table(text: str, source: str) -> _Table:
     if header is None:
         raise InputError(f"{source}: no CSV header row found")
     if surplus:
-        notes.append(f"{source}: {surplus} row(s) had more cells than the header; extra ignored")
+        notes.append(
+            f"{source}: {plural(surplus, 'row')} had more cells than the header; extra ignored"
+        )
     return _Table(source, header, rows, notes)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 
 from ledger.errors import InputError
 from ledger.files import open_input
-from ledger.inputs.jsonio import max_input_bytes
+from ledger.inputs.jsonio import max_input_bytes, plural
 from ledger.inputs.profiles.common import (
     _MAX_WALK_DEPTH,
     _MAX_WALK_FILES,
@@ -216,7 +216,7 @@ def _load_file(path: Path, kernel_name: str | None, shape: str | None = None) ->
         text = text[offset:]
     profile = _parse_file_text(fmt, text, kernel_name, display, shape)
     if skipped and fmt != "ncu-csv":
-        note = f"{display}: skipped {skipped} line(s) before the header"
+        note = f"{display}: skipped {plural(skipped, 'line')} before the header"
         profile = replace(profile, notes=(note, *profile.notes))
     if fmt == "signals-json" and kernel_name is not None:
         profile = replace(profile, kernel_name=kernel_name)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from ledger.errors import InputError
+from ledger.inputs.jsonio import plural
 from ledger.inputs.profiles.common import (
     ParsedProfile,
     ShapeProfile,
@@ -255,7 +256,7 @@ def parse_ncu_csv(
     notes = list(table.notes)
     if skipped:
         notes.append(
-            f"{source}: skipped {skipped} line(s) before the ncu header (tool messages and "
+            f"{source}: skipped {plural(skipped, 'line')} before the ncu header (tool messages and "
             "the program's own output)"
         )
     kname = table.require("Kernel Name")

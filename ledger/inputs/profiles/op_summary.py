@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Sequence
 
 from ledger.errors import InputError
+from ledger.inputs.jsonio import plural
 from ledger.inputs.profiles.common import (
     _NA_TOKENS,
     ParsedProfile,
@@ -142,7 +143,7 @@ def _parse_task_table(
         signals=_finite_only(signals, notes),
         attributes=dict(sorted(attributes.items())),
         kernel_name=chosen,
-        aggregation=f"median over {len(selected)} launch row(s) of {chosen!r}"
+        aggregation=f"median over {plural(len(selected), 'launch row')} of {chosen!r}"
         + (f" with input shapes {picked!r}" if picked else "")
         + " for every numeric column (NA cells skipped); percentages converted to fractions",
         notes=tuple(notes),
