@@ -575,6 +575,10 @@ def _ascend_pipes(
         return []
     family, (share, side, how) = ranked[0]
     text = how if side == "roofline" else f"{family} share {_fmt(share)} of {side} time ({how})"
+    if side != "roofline" and share > 1:
+        # a family's stages run side by side (MTE2 loads while MTE3 stores): their shares of
+        # the core's time add up past 1
+        text += f"; its {side} stages overlap in time"
     if "memory" not in families:
         # compute pipes alone (ArithmeticUtilization): a low share says nothing about MTE
         limit = t.scalar_ratio if family == "scalar" else t.vec_ratio

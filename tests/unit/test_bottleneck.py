@@ -266,6 +266,21 @@ def test_mte_stages_of_one_side_add_up_and_sides_stay_apart() -> None:
     )
     assert a.bottleneck == "memory-transfer"
     assert "aiv_mte2_ratio 0.35 + aiv_mte3_ratio 0.30" in a.evidence[0]
+    assert "overlap" not in a.evidence[0]
+
+
+def test_stages_that_overlap_past_the_whole_core_time_say_so() -> None:
+    """MTE2 and MTE3 run side by side, so their shares can add up past 1 (as real mix
+    kernels' op_summary rows do): the evidence says why the share exceeds the whole."""
+    a = classify(
+        {"task_duration_us": 50.0, "aiv_mte2_ratio": 0.8, "aiv_mte3_ratio": 0.37},
+        attributes={"task_type": "AI_VECTOR_CORE"},
+    )
+    assert a.bottleneck == "memory-transfer"
+    assert a.evidence[0].startswith(
+        "memory share 1.17 of aiv time (aiv_mte2_ratio 0.80 + aiv_mte3_ratio 0.37); its aiv "
+        "stages overlap in time"
+    )
 
 
 def test_core_type_routes_first() -> None:
