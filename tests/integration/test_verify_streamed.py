@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 
 from ledger.core.events import RoundSubmitted
-from ledger.integrity import verify
 from ledger.integrity.verify import verify_chain, verify_ledger
 from ledger.services.service import LedgerService, analyze
 from ledger.store.eventstore import NewEvent, Store
@@ -55,15 +54,19 @@ def test_events_after_a_conclusion_verify_and_each_run_is_compared_once(
     store: Store, tmp_path: Path, monkeypatch
 ):
     _build(store, tmp_path)
-    concluded = []
-    real = verify._conclude
-    monkeypatch.setattr(verify, "_conclude", lambda *args: concluded.append(args[2]) or real(*args))
-    report = verify_ledger(store)
+    compared = []
+    real = store.stored_projection
+    monkeypatch.setattr(
+        store,
+        "stored_projection",
+        lambda conn, run_id: compared.append(run_id) or real(conn, run_id),
+    )
+    report = verify_ledger(store, workers=1)
     assert report.ok, report.first_failure
     assert (report.runs_checked, report.checks["projection"]) == (2, "ok")
     # A when its RunConcluded was replayed; the profile that followed reopens it, and it is
-    # compared with the runs still open at the end, not concluded (and folded) once more
-    assert concluded == [A]
+    # compared once more with the runs still open at the end (B), not at every event
+    assert compared == [A, A, B]
     with store.transaction() as conn:
         total = store.event_count(conn)
     assert report.events_checked == total
