@@ -30,10 +30,9 @@ from __future__ import annotations
 import json
 import os
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ledger.core import projections
 from ledger.core.controller import conclusion_as_recorded
@@ -310,9 +309,10 @@ def verify_ledger(
     """Run every check; `observe` sees each event that passed its per-event checks, in seq
     order (the checkpoint verifier builds its Merkle tree from it).
 
-    The whole ledger's runs are replayed in `workers` processes, each taking the runs whose
-    id falls in its share (default `replay_workers()`, for a ledger of at least
-    `PARALLEL_MIN_EVENTS` events); one run, or one worker, is replayed in this process.
+    The whole ledger's runs are replayed in `workers` processes, each taking the runs that
+    begin in its stretch of the log (`_plan_shares`; default `replay_workers()`, for a
+    ledger of at least `PARALLEL_MIN_EVENTS` events with no gap in seq); one run, one
+    worker, or a log with a gap (which the replay names) is replayed in this process.
     Either way the report is the one a replay of every event in seq order gives: the first
     failure is the one at the lowest seq, counted with the events, runs and warnings before
     it (see `_Share`)."""
@@ -322,13 +322,18 @@ def verify_ledger(
         total = store.event_count(conn)
         side = _SideChecks(store, conn, run_id)
         try:
-            count = 1 if run_id is not None else worker_count(workers, total)
-            if count > 1:  # the storage and blob checks run here while the workers replay
-                snapshot = (total, store.last_seq(conn))
-                shares = _replay_in_processes(store, count, snapshot, on_progress, side.run)
+            count, plan = 1, None
+            if run_id is None and _may_share(workers, total):
+                # the runs' spans are read while the idle CPUs are measured
+                since = cpu_sample() if workers is None else None
+                spans = _read_spans(store, conn)
+                count = worker_count(workers, total, since)
+                plan = _plan_shares(spans, count) if spans and count > 1 else None
+            if plan is not None:  # the storage and blob checks run here while workers replay
+                shares = _replay_in_processes(store, plan, on_progress, side.run)
             side.storage()
             if shares is None:  # one process (or the workers could not say)
-                shares = [_replay_share(store, conn, run_id, 0, 1, observe, on_progress, total)]
+                shares = [_replay_share(store, conn, run_id, observe, on_progress, total)]
                 observe = None
             if run_id is not None and not shares[0].first_seen:  # a wrong --run
                 raise InputError(f"run {run_id!r} is not in the ledger")
@@ -349,22 +354,19 @@ def verify_ledger(
 PARALLEL_MIN_EVENTS = 20_000
 
 
-def replay_workers() -> int:
+def replay_workers(since: CpuSample | None = None) -> int:
     """Processes a whole-ledger replay is shared among: KERNEL_LEDGER_VERIFY_WORKERS (1 to
-    64), else the idle CPUs: those this process may run on less those busy right now
-    (`busy_cpus`; the 1-minute load average less this process where that cannot be
-    measured), at least 1 and at most 8. A worker on a busy CPU only makes every process
-    wait."""
+    64), else the idle CPUs: those this process may run on less those busy with other work
+    (`busy_cpus`, since `since`; the 1-minute load average less this process where that
+    cannot be measured), at least 1 and at most 8. A worker on a busy CPU only makes every
+    process wait."""
     raw = os.environ.get("KERNEL_LEDGER_VERIFY_WORKERS")
     if raw is not None:
         if not raw.strip().isdigit() or not 1 <= int(raw) <= 64:
             raise InputError("KERNEL_LEDGER_VERIFY_WORKERS must be a whole number from 1 to 64")
         return int(raw)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    busy = busy_cpus()
+    cpus = _cpus()
+    busy = busy_cpus(since)
     if busy is None:
         try:
             busy = os.getloadavg()[0] - 1  # this process is counted in it
@@ -376,53 +378,81 @@ def replay_workers() -> int:
 BUSY_WINDOW_S = 0.05
 
 
-def busy_cpus(window: float = BUSY_WINDOW_S) -> float | None:
-    """How many of this process's CPUs were busy over the next `window` seconds (this
-    process sleeps meanwhile), from the kernel's CPU time counters (/proc/stat): the
+class CpuSample(NamedTuple):
+    ticks: int  # all CPUs' time, in clock ticks (/proc/stat)
+    idle: int  # of which idle or waiting for I/O
+    own: float  # this process's CPU seconds
+    at: float  # time.monotonic()
+
+
+def cpu_sample() -> CpuSample | None:
+    """The kernel's CPU time counters now (None where there are none: not Linux)."""
+    try:
+        with open("/proc/stat", "rb") as handle:
+            fields = handle.readline().split()
+        if fields[0] != b"cpu":
+            return None
+        values = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError, IndexError):
+        return None
+    return CpuSample(sum(values), values[3] + values[4], time.process_time(), time.monotonic())
+
+
+def busy_cpus(since: CpuSample | None = None, window: float = BUSY_WINDOW_S) -> float | None:
+    """How many of this process's CPUs were busy with other work than this process's,
+    from `since` (else from now) until now, waiting until `window` seconds have passed: the
     share of all CPUs' time not idle and not waiting for I/O (stolen time counts as busy),
-    times the CPUs this process may run on. None where there are no such counters.
+    times the CPUs this process may run on, less the CPUs this process itself used meanwhile
+    (so a caller may do its own work during the window). None where the kernel keeps no
+    such counters.
 
     A present measure, unlike the load average, which still counts for a minute the
     processes that ran just before (a benchmark's previous step, a build)."""
+    start = since if since is not None else cpu_sample()
+    if start is None:
+        return None
+    left = window - (time.monotonic() - start.at)
+    if left > 0:
+        time.sleep(left)
+    end = cpu_sample()
+    if end is None or end.ticks <= start.ticks:
+        return None
+    share = 1 - (end.idle - start.idle) / (end.ticks - start.ticks)
+    own = (end.own - start.own) / max(end.at - start.at, 1e-9)
+    return max(0.0, _cpus() * share - own)
+
+
+def _cpus() -> int:
     try:
-        before = _cpu_times()
-        time.sleep(window)
-        after = _cpu_times()
-        cpus = len(os.sched_getaffinity(0))
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-    total = after[0] - before[0]
-    if total <= 0:
-        return None
-    return cpus * (1 - (after[1] - before[1]) / total)
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
-def _cpu_times() -> tuple[int, int]:
-    """(all CPU time, idle and I/O-wait time) so far, in clock ticks, from /proc/stat."""
-    with open("/proc/stat", "rb") as handle:
-        fields = handle.readline().split()
-    if fields[0] != b"cpu":
-        raise ValueError("no cpu line")
-    values = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
-    return sum(values), values[3] + values[4]
+def _may_share(workers: int | None, total: int) -> bool:
+    """Whether `worker_count` may give more than one process."""
+    if workers is not None:
+        return workers > 1
+    return "KERNEL_LEDGER_VERIFY_WORKERS" in os.environ or total >= PARALLEL_MIN_EVENTS
 
 
-def worker_count(workers: int | None, total: int) -> int:
-    """The processes `verify_ledger(workers=workers)` replays a ledger of `total` events in."""
+def worker_count(workers: int | None, total: int, since: CpuSample | None = None) -> int:
+    """The processes `verify_ledger(workers=workers)` replays a ledger of `total` events in
+    (`since`: see `replay_workers`)."""
     if workers is not None:
         return max(1, workers)
     if "KERNEL_LEDGER_VERIFY_WORKERS" in os.environ:
         return replay_workers()
-    return replay_workers() if total >= PARALLEL_MIN_EVENTS else 1
+    return replay_workers(since) if total >= PARALLEL_MIN_EVENTS else 1
 
 
 @dataclass
 class _Share:
-    """What the replay of one share of the runs found. Every share reads every event (and
-    checks seq on each); positions are 0-based places in seq order among all of them, so
-    the shares' findings combine into what one replay in seq order reports: its first
-    failure is the one at the lowest position, `events_checked` that position, and the runs
-    and warnings are those met up to it."""
+    """What the replay of one share of the runs found. Positions are 0-based places in seq
+    order among all events (seq - 1 in a log without gaps), so the shares' findings combine
+    into what one replay in seq order reports: its first failure is the one at the lowest
+    position, `events_checked` that position, and the runs and warnings are those met up
+    to it."""
 
     events: int = 0  # events read
     failure: Failure | None = None
@@ -434,46 +464,96 @@ class _Share:
     missing_blob: tuple[str, str] | None = None  # (run id, what): the first by run id
 
 
-def _in_share(stream_id: str, parts: int) -> int:
-    return zlib.crc32(stream_id.encode("utf-8", "surrogatepass")) % parts
+@dataclass(frozen=True)
+class _SharePlan:
+    """A whole ledger's runs shared among `parts` workers. A run belongs to the share whose
+    stretch of the log (an equal part of its seq range) holds the run's first event, and
+    each share reads the log only from its first run's first event to its last run's last
+    event: runs are mostly written one after another, so a worker reads little beyond its
+    own events. Planned only for a log with no gap in seq (a gap is the replay's first
+    finding, which one process names), so an event's position is its seq - 1."""
+
+    parts: int
+    snapshot: tuple[int, int, int]  # (events, lowest seq, highest seq) when planned
+    owner: dict[str, int]  # run id -> its share
+    spans: tuple[tuple[int, int], ...]  # per share: (first seq, last seq) to read
+
+    def runs(self, part: int) -> frozenset[str]:
+        return frozenset(run for run, share in self.owner.items() if share == part)
+
+    def owns(self, part: int, run_id: str) -> bool:
+        """Whether share `part` judges `run_id`; a run with projection rows but no events
+        falls to share 0."""
+        return self.owner.get(run_id, 0) == part
+
+
+_Spans = tuple[tuple[int, int, int], list[tuple[str, int, int]]]
+
+
+def _read_spans(store: Store, conn) -> _Spans | None:
+    """(events, lowest seq, highest seq) and each run's first and last seq, or None where
+    the log has a gap in seq (or no events): then one process replays it, and names the
+    gap."""
+    snapshot = store.seq_bounds(conn)
+    count, low, high = snapshot
+    if count == 0 or low != 1 or high != count:
+        return None
+    return snapshot, store.run_spans(conn)
+
+
+def _plan_shares(read: _Spans, parts: int) -> _SharePlan:
+    """The plan for `parts` workers over the spans `_read_spans` read."""
+    snapshot, runs = read
+    count = snapshot[0]
+    owner: dict[str, int] = {}
+    spans: list[tuple[int, int]] = [(1, 0)] * parts  # (1, 0): nothing to read
+    for run_id, first, last in runs:
+        part = min(parts - 1, (first - 1) * parts // count)
+        owner[run_id] = part
+        lo, hi = spans[part]
+        spans[part] = (first, last) if lo > hi else (min(lo, first), max(hi, last))
+    return _SharePlan(parts, snapshot, owner, tuple(spans))
 
 
 def _replay_share(
     store: Store,
     conn,
     run_id: str | None,
-    part: int,
-    parts: int,
     observe: Callable[[StoredEvent], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     total: int = 0,
+    *,
+    plan: _SharePlan | None = None,
+    part: int = 0,
     counter: Any = None,
 ) -> _Share:
-    """Replay the runs of share `part` of `parts` (every run when `parts` is 1), checking
-    seq over every event; stops at the first failure. `counter` (a shared value) is told
-    how many events were read, every 5,000."""
+    """Replay every run (or `run_id`'s), checking seq over every event, or only the runs
+    of share `part` of `plan`, reading only its stretch of the log; stops at the first
+    failure. `counter` (a shared value) is told how many of its events were replayed."""
     share = _Share()
     streams: dict[str, _Stream | _Concluded] = {}
     firsts: dict[str, int] = {}
-    mine: dict[str, bool] = {}
-    expected_seq = 1 if run_id is None else None
+    expected_seq = 1 if run_id is None and plan is None else None
     position = 0
+    replayed = 0
+    if plan is None:
+        pages = store.iter_event_pages(conn, stream_id=run_id)
+        mine: frozenset[str] = frozenset()
+        last = 0
+    else:
+        first, last = plan.spans[part]
+        pages = store.iter_event_pages(conn, after_seq=first - 1) if first <= last else iter(())
+        mine = plan.runs(part)
     try:
-        for page in store.iter_event_pages(conn, stream_id=run_id):
+        for page in pages:
             for row in page:
                 stream_id = row[2]
-                if parts > 1:
-                    owned = mine.get(stream_id)
-                    if owned is None:
-                        owned = mine[stream_id] = _in_share(stream_id, parts) == part
-                    if not owned:
-                        if expected_seq is not None:
-                            if row[0] != expected_seq:
-                                gap = GAP.format(expected=expected_seq, seq=row[0])
-                                raise _row_fail(row, "seq", gap)
-                            expected_seq += 1
-                        position += 1
+                if plan is not None:
+                    if row[0] > last:
+                        break
+                    if stream_id not in mine:
                         continue
+                    position = row[0] - 1
                 e = _stored(row)
                 state = streams.get(stream_id)
                 if state is None:
@@ -498,19 +578,25 @@ def _replay_share(
                 if observe is not None:
                     observe(e)
                 position += 1
+                replayed += 1
                 if expected_seq is not None:
                     expected_seq += 1
                 if on_progress and position % 5000 == 0:
                     on_progress(position, total)
-            if counter is not None:
-                counter.value = position
+            else:
+                if counter is not None:
+                    counter.value = replayed
+                continue
+            break  # past the share's stretch
     except ReplayStop as stop:
         share.failure, share.position = stop.failure, position
         return share
-    share.events = position
+    if counter is not None:
+        counter.value = replayed
+    share.events = position if plan is None else plan.snapshot[0]
     stored = set(store.all_run_ids(conn)) if run_id is None else {run_id}
-    if parts > 1:
-        stored = {stream_id for stream_id in stored if _in_share(stream_id, parts) == part}
+    if plan is not None:
+        stored = {stream_id for stream_id in stored if plan.owns(part, stream_id)}
     share.projection = _first_projection_fault(store, conn, streams, stored)
     share.missing_blob = _first_missing_blob(store, conn, streams)
     return share
@@ -591,15 +677,14 @@ def _judge(
 
 def _replay_in_processes(
     store: Store,
-    count: int,
-    snapshot: tuple[int, int],
+    plan: _SharePlan,
     on_progress: Callable[[int, int], None] | None,
     meanwhile: Callable[[], bool] | None = None,
 ) -> list[_Share] | None:
-    """The shares replayed in `count` worker processes, each with its own connection; None
-    when one of them could not say (it failed to start or open the ledger, or the ledger
-    it saw is not the one this process sees: (event count, last seq) differ): then the
-    caller replays in its own process, which says why, or replays what it sees.
+    """The shares of `plan` replayed in worker processes, each with its own connection;
+    None when one of them could not say (it failed to start or open the ledger, or the
+    ledger it saw is not the one planned: (events, lowest seq, highest seq) differ): then
+    the caller replays in its own process, which says why, or replays what it sees.
     `meanwhile` runs here once the workers have started; when it returns False they are
     stopped and None is returned."""
     import multiprocessing
@@ -612,13 +697,14 @@ def _replay_in_processes(
     ctx = multiprocessing.get_context(method)
     processes, counters, pending = [], [], {}
     found: dict[int, Any] = {}
+    count = plan.parts
     try:
         for part in range(count):
             reader, writer = ctx.Pipe(duplex=False)
             counter = ctx.Value("q", 0, lock=False)
             process = ctx.Process(
                 target=_share_process,
-                args=(store.url, store.read_only, part, count, snapshot, writer, counter),
+                args=(store.url, store.read_only, plan, part, writer, counter),
                 daemon=True,
             )
             process.start()  # refused in a daemonic process, for one
@@ -644,7 +730,7 @@ def _replay_in_processes(
                     found[part] = None
                 reader.close()
             if on_progress is not None:
-                on_progress(min(counter.value for counter in counters), snapshot[0])
+                on_progress(sum(counter.value for counter in counters), plan.snapshot[0])
     except BaseException:  # an error here, or an interrupt: the workers are not waited for
         for process in processes:
             process.kill()
@@ -664,23 +750,22 @@ def _replay_in_processes(
 def _share_process(
     url: str,
     read_only: bool,
+    plan: _SharePlan,
     part: int,
-    parts: int,
-    snapshot: tuple[int, int],
     writer: Any,
     counter: Any,
 ) -> None:
-    """A worker process: replay one share of the ledger at `url` and send the `_Share`
+    """A worker process: replay share `part` of the ledger at `url` and send the `_Share`
     (or a line saying why not)."""
     result: _Share | str
     try:
         store = Store(url, create=False, read_only=read_only)
         try:
             with store.transaction() as conn:
-                if (store.event_count(conn), store.last_seq(conn)) != snapshot:
+                if store.seq_bounds(conn) != plan.snapshot:
                     result = "the ledger changed while it was verified"
                 else:
-                    result = _replay_share(store, conn, None, part, parts, counter=counter)
+                    result = _replay_share(store, conn, None, plan=plan, part=part, counter=counter)
         finally:
             store.close()
     except Exception as exc:  # the replay in the parent process reports it

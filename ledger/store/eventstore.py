@@ -713,6 +713,16 @@ class Store:
             yield page
             last = page[-1][0]
 
+    def seq_bounds(self, conn: Connection) -> tuple[int, int, int]:
+        """(number of events, lowest seq, highest seq); (0, 0, 0) for an empty log. seq is
+        unique, so a count equal to the highest seq with the lowest at 1 means no gap."""
+        count, low, high = conn.execute(_SEQ_BOUNDS).one()
+        return count, low or 0, high or 0
+
+    def run_spans(self, conn: Connection) -> list[tuple[str, int, int]]:
+        """(stream id, seq of its first event, seq of its last) of every run in the log."""
+        return [tuple(row) for row in conn.execute(_RUN_SPANS)]  # type: ignore[misc]
+
     def event_count(self, conn: Connection) -> int:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
 
@@ -861,6 +871,10 @@ _BLOB_PAGE = (
     .limit(bindparam("n"))
 )
 _LAST_SEQ = select(func.coalesce(func.max(events.c.seq), 0))
+_SEQ_BOUNDS = select(func.count(), func.min(events.c.seq), func.max(events.c.seq))
+_RUN_SPANS = select(events.c.stream_id, func.min(events.c.seq), func.max(events.c.seq)).group_by(
+    events.c.stream_id
+)
 _READ_VERSION = select(*EVENT_COLUMNS).where(
     events.c.stream_id == bindparam("stream"), events.c.stream_version == bindparam("version")
 )

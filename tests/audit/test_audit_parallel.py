@@ -5,6 +5,7 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -56,15 +57,19 @@ def test_the_workers_really_replay_and_the_shares_cover_every_run(generated, bui
     for path in (generated, built.path):
         store = Store(f"sqlite:///{path}")
         with store.transaction() as conn:
-            snapshot = (store.event_count(conn), store.last_seq(conn))
-        shares = verify._replay_in_processes(store, 3, snapshot, None)
+            plan = verify._plan_shares(verify._read_spans(store, conn), 3)
+        assert plan is not None
+        shares = verify._replay_in_processes(store, plan, None)
         store.close()
         assert shares is not None
         runs = sum(len(share.first_seen) for share in shares)
-        assert runs == len({e.stream_id for e in read_events(path)})
-        assert all(share.failure is None and share.events == snapshot[0] for share in shares)
+        assert runs == len({e.stream_id for e in read_events(path)}) == len(plan.owner)
+        assert all(share.failure is None and share.events == plan.snapshot[0] for share in shares)
         if path == generated:
             assert all(share.first_seen for share in shares)  # every worker had runs
+            # each share reads its own stretch of the log, not the whole of it
+            spans = [hi - lo + 1 for lo, hi in plan.spans]
+            assert max(spans) < plan.snapshot[0]
     assert _both(f"sqlite:///{generated}")["status"] == "ok"
     assert _both(built.url)["status"] == "ok"
 
@@ -73,8 +78,11 @@ def test_a_ledger_that_moved_under_the_workers_is_replayed_in_one_process(genera
     url = copy_ledger(generated, tmp_path / "moved.sqlite3")
     store = Store(url)
     with store.transaction() as conn:
-        count, last = store.event_count(conn), store.last_seq(conn)
-    assert verify._replay_in_processes(store, 2, (count - 1, last), None) is None
+        plan = verify._plan_shares(verify._read_spans(store, conn), 2)
+        count = store.event_count(conn)
+    assert plan is not None
+    moved = dataclasses.replace(plan, snapshot=(count - 1, 1, count - 1))
+    assert verify._replay_in_processes(store, moved, None) is None
     report = verify_ledger(store, workers=2)
     store.close()
     assert report.ok and report.events_checked == count
@@ -265,11 +273,15 @@ def test_warnings_come_in_the_order_and_up_to_the_failure_of_one_process(generat
     # the third warning's: that worker goes on past the failure, and its warning must not count
     events = read_events(path)
     third = next(e.stream_id for e in events if e.seq == drifted[2])
+    store = Store(f"sqlite:///{path}")
+    with store.transaction() as conn:
+        plan = verify._plan_shares(verify._read_spans(store, conn), 3)
+    store.close()
+    assert plan is not None
     bad = next(
         e.seq
         for e in events
-        if drifted[1] < e.seq < drifted[2]
-        and verify._in_share(e.stream_id, 3) != verify._in_share(third, 3)
+        if drifted[1] < e.seq < drifted[2] and plan.owner[e.stream_id] != plan.owner[third]
     )
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE events SET event_hash = ? WHERE seq = ?", ("0" * 64, bad))
@@ -279,10 +291,23 @@ def test_warnings_come_in_the_order_and_up_to_the_failure_of_one_process(generat
 
 
 def test_busy_cpus_reads_the_kernels_counters():
-    busy = verify.busy_cpus(0.02)
+    busy = verify.busy_cpus(window=0.02)
     if busy is None:  # no /proc/stat here
         pytest.skip("no CPU time counters on this system")
     assert 0.0 <= busy <= len(os.sched_getaffinity(0))
+
+
+def test_busy_cpus_leave_out_this_process_own_work(monkeypatch):
+    """Half of 2 CPUs' time was busy while this process used 0.5 CPU itself (reading the
+    runs' spans, say): 0.5 CPU was busy with other work."""
+    start = verify.CpuSample(ticks=1000, idle=400, own=1.0, at=0.0)
+    end = verify.CpuSample(ticks=1020, idle=410, own=1.05, at=0.1)
+    monkeypatch.setattr(verify, "cpu_sample", lambda: end)
+    monkeypatch.setattr(verify, "_cpus", lambda: 2)
+    assert verify.busy_cpus(start) == pytest.approx(0.5)
+    quiet = verify.CpuSample(ticks=1020, idle=420, own=1.05, at=0.1)  # all idle but ours
+    monkeypatch.setattr(verify, "cpu_sample", lambda: quiet)
+    assert verify.busy_cpus(start) == 0.0
 
 
 def test_how_many_workers(monkeypatch):
@@ -293,9 +318,11 @@ def test_how_many_workers(monkeypatch):
     assert 1 <= verify.worker_count(None, verify.PARALLEL_MIN_EVENTS) <= 8
     monkeypatch.setattr(verify.os, "sched_getaffinity", lambda pid: set(range(4)))
     for busy, workers in ((0.0, 4), (0.6, 3), (2.2, 2), (3.9, 1), (9.0, 1)):
-        monkeypatch.setattr(verify, "busy_cpus", lambda busy=busy: busy)
+        monkeypatch.setattr(verify, "busy_cpus", lambda since=None, busy=busy: busy)
         assert verify.replay_workers() == workers  # the idle CPUs, at least one
-    monkeypatch.setattr(verify, "busy_cpus", lambda: None)  # no CPU counters: load average
+    monkeypatch.setattr(
+        verify, "busy_cpus", lambda since=None: None
+    )  # no CPU counters: load average
     monkeypatch.setattr(verify.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert verify.replay_workers() == 4  # every CPU idle
     monkeypatch.setattr(verify.os, "getloadavg", lambda: (3.2, 0.0, 0.0))
