@@ -199,9 +199,9 @@ def measure(
         "one process (`workers=1`), and as `verify` runs it: a ledger of "
         f"{PARALLEL_MIN_EVENTS:,} events or more shared among worker processes, one per idle "
         "CPU when it starts (the CPUs less those busy over 50 ms, from the kernel's CPU "
-        "time counters; how many in parentheses), each reading every event and replaying "
-        "the runs of its share. Peak RSS in MiB (of the process the figure was taken in; "
-        "with workers, the parent's)."
+        "time counters; how many in parentheses), each replaying the runs that begin in its "
+        "part of the log and reading only that stretch. Peak RSS in MiB (of the process "
+        "the figure was taken in; with workers, the parent's)."
     )
     section.table(
         [
