@@ -54,7 +54,7 @@ def test_events_after_a_conclusion_verify_and_each_run_is_compared_once(
     store: Store, tmp_path: Path, monkeypatch
 ):
     _build(store, tmp_path)
-    compared = []
+    compared: list[str] = []
     real = store.stored_projection
     monkeypatch.setattr(
         store,
@@ -112,3 +112,30 @@ def test_a_concluded_runs_projection_drift_is_reported_after_every_event(
     seq = _late_round(store)
     late = verify_ledger(store).first_failure
     assert late is not None and (late.seq, late.check) == (seq, "replay")
+
+
+def test_concluded_runs_report_the_first_projection_fault_by_run_id(store: Store, tmp_path: Path):
+    """Three runs concluded one after another and never reopened, each compared at its
+    conclusion: drifted rows in two of them are reported by run id, not by when each was
+    compared."""
+    service = LedgerService(store)
+    ids = ["softmax-c-001", "softmax-c-002", "softmax-c-003"]
+    for run_id in ids:
+        campaign = Campaign(tmp_path / run_id, run_id=run_id)
+        service.plan(campaign.config())
+        result = service.record(run_id, campaign.round([16.0, 37.0, 23.0]))
+        campaign.accepted(result.decision, result.round)
+        analyze(service, run_id, tmp_path / f"analysis-{run_id}")
+    assert verify_ledger(store).ok
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE runs SET best_round = 99 WHERE run_id = '{ids[2]}'")
+        conn.exec_driver_sql(f"UPDATE rounds SET decision = 'FAIL' WHERE run_id = '{ids[1]}'")
+    failure = verify_ledger(store).first_failure
+    assert failure is not None and (failure.check, failure.reason) == (
+        "projection",
+        f"run '{ids[1]}': table rounds differs from a rebuild from events",
+    )
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE rounds SET decision = 'KEEP' WHERE run_id = '{ids[1]}'")
+    failure = verify_ledger(store).first_failure
+    assert failure is not None and failure.reason.startswith(f"run '{ids[2]}': table runs")
