@@ -4,6 +4,11 @@
     .venv/bin/python benchmarks/run.py --quick          # small sizes, few repetitions (~2 min)
     .venv/bin/python benchmarks/run.py --only verify,history --output /tmp/b.md
 
+`replay-base` replays one ledger with the code of the commit the replay goal was set on,
+taken from this clone's history; where there is none (a copy without .git), set
+KERNEL_LEDGER_BENCH_BASE_TREE to a folder holding `git archive 665f4b8 ledger migrations
+alembic.ini benchmarks`, extracted.
+
 Every figure is a ratio to a floor measured in the same run (repeated; median with the
 spread over repetitions). Nothing here is a pass/fail test: goals are reported, not asserted.
 """
