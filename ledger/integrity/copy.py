@@ -72,34 +72,27 @@ def copy_ledger(
     target: Store,
     *,
     on_progress: Callable[[int, int], None] | None = None,
+    checker: bool | None = None,
 ) -> CopyResult:
-    """Copy `source` into the empty ledger `target` (see the module docstring)."""
+    """Copy `source` into the empty ledger `target` (see the module docstring).
+
+    The source's events are checked and folded in a second process while this one writes
+    them (`checker=True`; by default for a ledger of `PARALLEL_MIN_EVENTS` events or more
+    when two CPUs are idle), or all in this process: the copy, its refusals and their
+    words are the same."""
     with source.transaction() as src, target.transaction(write=True) as dst:
         _refuse_unless_empty(target, dst)
         ledger_id = source.ledger_id(src)
         other_rows = copy_recorded_facts(src, dst, target.shown_url)
         total = source.event_count(src)
         tree = merkle.TreeBuilder()
-        folds = _Folds(target, dst)
-        check = LedgerCheck()
         writer = _Writer(target, dst)
-        page: list[StoredEvent] = []
-        for e in source.iter_events(src, batch=BATCH):
-            event = _checked(check, e)
-            page.append(e)
-            tree.append(bytes.fromhex(e.event_hash))
-            if len(page) == BATCH:
-                writer.write(page)
-                _check_page_read_back(target, dst, page)
-                page = []
-                if on_progress is not None:
-                    on_progress(tree.size, total)
-            folds.add(e, event)
-        if page:
-            writer.write(page)
-            _check_page_read_back(target, dst, page)
+        runs = None
+        if checker if checker is not None else _checker_pays(total):
+            runs = _copy_checked_apart(source, src, target, dst, writer, tree, on_progress)
+        if runs is None:  # in this process
+            runs = _copy_checked_here(source, src, target, dst, writer, tree, on_progress)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
-        folds.finish()
         _check_read_back(target, dst, tree.size, blob_count, blob_digest)
     if on_progress is not None:
         on_progress(tree.size, tree.size)
@@ -107,11 +100,227 @@ def copy_ledger(
         ledger_id=ledger_id,
         events=tree.size,
         blobs=blob_count,
-        runs=folds.runs,
+        runs=runs,
         other_rows=other_rows,
         tree_size=tree.size,
         tree_root=base64.b64encode(tree.root()).decode("ascii"),
     )
+
+
+def _copy_checked_here(
+    source: Store,
+    src: Any,
+    target: Store,
+    dst: Any,
+    writer: _Writer,
+    tree: merkle.TreeBuilder,
+    on_progress: Callable[[int, int], None] | None,
+) -> int:
+    """Check, fold and write every event in this process; the number of runs."""
+    total = source.event_count(src)
+    folds = _Folds(target, dst)
+    check = LedgerCheck()
+    page: list[StoredEvent] = []
+    for e in source.iter_events(src, batch=BATCH):
+        event = _checked(check, e)
+        page.append(e)
+        if len(page) == BATCH:
+            _write_page(target, dst, writer, tree, page)
+            page = []
+            if on_progress is not None:
+                on_progress(tree.size, total)
+        folds.add(e, event)
+    if page:
+        _write_page(target, dst, writer, tree, page)
+    folds.finish()
+    return folds.runs
+
+
+def _write_page(
+    target: Store, dst: Any, writer: _Writer, tree: merkle.TreeBuilder, page: list[StoredEvent]
+) -> None:
+    writer.write(page)
+    _check_page_read_back(target, dst, page)
+    for e in page:
+        tree.append(bytes.fromhex(e.event_hash))
+
+
+def _checker_pays(total: int) -> bool:
+    """Whether to check in a second process: a ledger large enough to repay starting one,
+    and two idle CPUs (one each)."""
+    from ledger.integrity.verify import PARALLEL_MIN_EVENTS, idle_cpus
+
+    return total >= PARALLEL_MIN_EVENTS and idle_cpus() >= 2
+
+
+def _copy_checked_apart(
+    source: Store,
+    src: Any,
+    target: Store,
+    dst: Any,
+    writer: _Writer,
+    tree: merkle.TreeBuilder,
+    on_progress: Callable[[int, int], None] | None,
+) -> int | None:
+    """Write the events a second process reads from the source, checks and folds
+    (`_check_apart`), page after page as it sends them, and the projection rows it sends;
+    the number of runs. None, with nothing written, where that process could not start or
+    sees another source than this one (its event count and seq bounds differ): then the
+    caller copies in this process. A refusal it sends is raised here, word for word."""
+    import multiprocessing
+    import threading
+
+    method = "fork" if threading.active_count() == 1 else "spawn"
+    if method not in multiprocessing.get_all_start_methods():
+        method = "spawn"
+    ctx = multiprocessing.get_context(method)
+    # a few pages in flight: the checker goes on while this process writes the last one
+    channel = ctx.Queue(maxsize=QUEUED_PAGES)
+    process = ctx.Process(
+        target=_check_apart, args=(source.url, source.read_only, channel), daemon=True
+    )
+    try:
+        process.start()  # refused in a daemonic process, for one
+    except (AssertionError, OSError, ValueError):
+        channel.close()
+        return None
+    total = source.event_count(src)
+    finished = False
+    try:
+        first = _received(channel, process)
+        if first is None or first != ("snapshot", source.seq_bounds(src)):
+            return None
+        while True:
+            message = _received(channel, process)
+            if message is None:
+                raise CheckFailed(
+                    "the process checking the source ledger stopped before it was done; "
+                    "nothing was written"
+                )
+            kind = message[0]
+            if kind == "rows":
+                _write_page(target, dst, writer, tree, [StoredEvent(*row) for row in message[1]])
+                if on_progress is not None:
+                    on_progress(tree.size, total)
+            elif kind == "view":
+                _, run_id, view, again = message  # again: the run's rows were written
+                before = target.stored_projection(dst, run_id) if again else None
+                target.save_view(dst, before, view)
+            elif kind == "failed":
+                raise CheckFailed(message[1])
+            else:  # ("done", runs)
+                finished = True
+                return message[1]
+    finally:
+        if not finished:  # refused, or given up here: it is not waited for
+            process.kill()
+        process.join()
+        channel.close()
+
+
+QUEUED_PAGES = 4
+
+
+def _received(channel: Any, process: Any) -> Any:
+    """The next message of the checking process, or None once it has ended without one."""
+    import queue
+
+    while True:
+        try:
+            return channel.get(timeout=0.5)
+        except queue.Empty:
+            if not process.is_alive():
+                try:
+                    return channel.get(timeout=0.5)  # the last, still in the pipe
+                except queue.Empty:
+                    return None
+        except (EOFError, OSError):
+            return None
+
+
+def _check_apart(url: str, read_only: bool, sender: Any) -> None:  # sender: a Queue
+    """The second process of a copy: read the source's events in seq order, check each
+    (`LedgerCheck`) and fold it, and send the rows a page at a time, each run's projection
+    once it concludes (and the open runs' at the end), then the number of runs; or the
+    first refusal, in the words a copy in one process uses."""
+    try:
+        store = Store(url, create=False, read_only=read_only)
+        try:
+            with store.transaction() as conn:
+                sender.put(("snapshot", store.seq_bounds(conn)))
+                check = LedgerCheck()
+                folds = _SentFolds(store, conn, sender)
+                rows: list[tuple[Any, ...]] = []
+                for e in store.iter_events(conn, batch=BATCH):
+                    event = _checked(check, e)
+                    rows.append(event_row(e))
+                    if len(rows) == BATCH:
+                        sender.put(("rows", rows))
+                        rows = []
+                    folds.add(e, event)
+                if rows:
+                    sender.put(("rows", rows))
+                folds.finish()
+                sender.put(("done", folds.runs))
+        finally:
+            store.close()
+    except CheckFailed as exc:
+        sender.put(("failed", str(exc)))
+    except Exception as exc:  # reading the source failed: the copy says so
+        sender.put(
+            (
+                "failed",
+                f"the source ledger could not be read ({type(exc).__name__}: {exc}); "
+                "nothing was written",
+            )
+        )
+    sender.close()
+    sender.join_thread()  # everything put is in the pipe before the process ends
+
+
+class _SentFolds:
+    """`_Folds` for the checking process: each run's projection is sent when the run
+    concludes, and the fold let go; an event after a run's conclusion folds the run again
+    from the source's events before it (they passed their checks already), and its rows
+    are sent again when it concludes anew or at the end."""
+
+    def __init__(self, store: Store, conn: Any, sender: Any) -> None:
+        self.store = store
+        self.conn = conn
+        self.sender = sender
+        self.open: dict[str, projections.RunFold] = {}
+        self.sent: set[str] = set()  # runs whose rows were sent
+
+    @property
+    def runs(self) -> int:
+        return len(self.sent | set(self.open))
+
+    def add(self, e: StoredEvent, event: Event) -> None:
+        run_id = e.stream_id
+        fold = self.open.get(run_id)
+        if fold is None:
+            fold = self.open[run_id] = projections.RunFold()
+            if run_id in self.sent:  # an event after the run concluded
+                for past in self.store.iter_events(self.conn, stream_id=run_id):
+                    if past.seq >= e.seq:
+                        break
+                    fold.apply(past.stream_version, past.recorded_at, past.event())
+        _fold(fold, e, event)
+        if event.event_type == "RunConcluded":
+            view = fold.view
+            assert view is not None
+            if view.concluded:
+                self._send(run_id, view)
+                del self.open[run_id]
+
+    def finish(self) -> None:
+        for run_id, fold in self.open.items():
+            assert fold.view is not None
+            self._send(run_id, fold.view)
+
+    def _send(self, run_id: str, view: projections.RunView) -> None:
+        self.sender.put(("view", run_id, view, run_id in self.sent))
+        self.sent.add(run_id)
 
 
 class _Writer:

@@ -365,6 +365,13 @@ def replay_workers(since: CpuSample | None = None) -> int:
         if not raw.strip().isdigit() or not 1 <= int(raw) <= 64:
             raise InputError("KERNEL_LEDGER_VERIFY_WORKERS must be a whole number from 1 to 64")
         return int(raw)
+    return max(1, min(8, idle_cpus(since)))
+
+
+def idle_cpus(since: CpuSample | None = None) -> int:
+    """The CPUs this process may run on less those busy with other work (`busy_cpus`,
+    since `since`; the 1-minute load average less this process where that cannot be
+    measured), at least 1."""
     cpus = _cpus()
     busy = busy_cpus(since)
     if busy is None:
@@ -372,7 +379,7 @@ def replay_workers(since: CpuSample | None = None) -> int:
             busy = os.getloadavg()[0] - 1  # this process is counted in it
         except (AttributeError, OSError):  # no load average here
             busy = 0.0
-    return max(1, min(cpus, 8, round(cpus - busy)))
+    return max(1, min(cpus, round(cpus - busy)))
 
 
 BUSY_WINDOW_S = 0.05
