@@ -85,26 +85,29 @@ def copy_ledger(
         ledger_id = source.ledger_id(src)
         other_rows = copy_recorded_facts(src, dst, target.shown_url)
         total = source.event_count(src)
-        tree = merkle.TreeBuilder()
         writer = _Writer(target, dst)
-        runs = None
+        copied = None
         if checker if checker is not None else _checker_pays(total):
-            runs = _copy_checked_apart(source, src, target, dst, writer, tree, on_progress)
-        if runs is None:  # in this process
-            runs = _copy_checked_here(source, src, target, dst, writer, tree, on_progress)
+            copied = _copy_checked_apart(source, src, target, dst, writer, on_progress)
+        if copied is None:  # in this process
+            copied = _copy_checked_here(source, src, target, dst, writer, on_progress)
+        runs, size, root = copied
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
-        _check_read_back(target, dst, tree.size, blob_count, blob_digest)
+        _check_read_back(target, dst, size, blob_count, blob_digest)
     if on_progress is not None:
-        on_progress(tree.size, tree.size)
+        on_progress(size, size)
     return CopyResult(
         ledger_id=ledger_id,
-        events=tree.size,
+        events=size,
         blobs=blob_count,
         runs=runs,
         other_rows=other_rows,
-        tree_size=tree.size,
-        tree_root=base64.b64encode(tree.root()).decode("ascii"),
+        tree_size=size,
+        tree_root=base64.b64encode(root).decode("ascii"),
     )
+
+
+Copied = tuple[int, int, bytes]  # (runs, events, Merkle root of the events' hashes)
 
 
 def _copy_checked_here(
@@ -113,36 +116,33 @@ def _copy_checked_here(
     target: Store,
     dst: Any,
     writer: _Writer,
-    tree: merkle.TreeBuilder,
     on_progress: Callable[[int, int], None] | None,
-) -> int:
-    """Check, fold and write every event in this process; the number of runs."""
+) -> Copied:
+    """Check, fold and write every event in this process."""
     total = source.event_count(src)
+    tree = merkle.TreeBuilder()
     folds = _Folds(target, dst)
     check = LedgerCheck()
     page: list[StoredEvent] = []
     for e in source.iter_events(src, batch=BATCH):
         event = _checked(check, e)
         page.append(e)
+        tree.append(bytes.fromhex(e.event_hash))
         if len(page) == BATCH:
-            _write_page(target, dst, writer, tree, page)
+            _write_page(target, dst, writer, page)
             page = []
             if on_progress is not None:
                 on_progress(tree.size, total)
         folds.add(e, event)
     if page:
-        _write_page(target, dst, writer, tree, page)
+        _write_page(target, dst, writer, page)
     folds.finish()
-    return folds.runs
+    return folds.runs, tree.size, tree.root()
 
 
-def _write_page(
-    target: Store, dst: Any, writer: _Writer, tree: merkle.TreeBuilder, page: list[StoredEvent]
-) -> None:
+def _write_page(target: Store, dst: Any, writer: _Writer, page: list[StoredEvent]) -> None:
     writer.write(page)
     _check_page_read_back(target, dst, page)
-    for e in page:
-        tree.append(bytes.fromhex(e.event_hash))
 
 
 def _checker_pays(total: int) -> bool:
@@ -159,12 +159,11 @@ def _copy_checked_apart(
     target: Store,
     dst: Any,
     writer: _Writer,
-    tree: merkle.TreeBuilder,
     on_progress: Callable[[int, int], None] | None,
-) -> int | None:
+) -> Copied | None:
     """Write the events a second process reads from the source, checks and folds
-    (`_check_apart`), page after page as it sends them, and the projection rows it sends;
-    the number of runs. None, with nothing written, where that process could not start or
+    (`_check_apart`), page after page as it sends them, and the projection rows it sends.
+    None, with nothing written, where that process could not start or
     sees another source than this one (its event count and seq bounds differ): then the
     caller copies in this process. A refusal it sends is raised here, word for word."""
     import multiprocessing
@@ -185,6 +184,7 @@ def _copy_checked_apart(
         channel.close()
         return None
     total = source.event_count(src)
+    written = 0
     finished = False
     try:
         first = _received(channel, process)
@@ -199,18 +199,24 @@ def _copy_checked_apart(
                 )
             kind = message[0]
             if kind == "rows":
-                _write_page(target, dst, writer, tree, [StoredEvent(*row) for row in message[1]])
+                _write_page(target, dst, writer, [StoredEvent(*row) for row in message[1]])
+                written += len(message[1])
                 if on_progress is not None:
-                    on_progress(tree.size, total)
+                    on_progress(written, total)
             elif kind == "view":
                 _, run_id, view, again = message  # again: the run's rows were written
                 before = target.stored_projection(dst, run_id) if again else None
                 target.save_view(dst, before, view)
             elif kind == "failed":
                 raise CheckFailed(message[1])
-            else:  # ("done", runs)
+            else:  # ("done", runs, events, root): the root of the events it sent
                 finished = True
-                return message[1]
+                if message[2] != written:
+                    raise CheckFailed(
+                        "the process checking the source ledger sent another number of events "
+                        "than it counted; nothing was written"
+                    )
+                return message[1], message[2], message[3]
     finally:
         if not finished:  # refused, or given up here: it is not waited for
             process.kill()
@@ -241,8 +247,9 @@ def _received(channel: Any, process: Any) -> Any:
 def _check_apart(url: str, read_only: bool, sender: Any) -> None:  # sender: a Queue
     """The second process of a copy: read the source's events in seq order, check each
     (`LedgerCheck`) and fold it, and send the rows a page at a time, each run's projection
-    once it concludes (and the open runs' at the end), then the number of runs; or the
-    first refusal, in the words a copy in one process uses."""
+    once it concludes (and the open runs' at the end), then the number of runs and events
+    and the Merkle root of their hashes; or the first refusal, in the words a copy in one
+    process uses."""
     try:
         store = Store(url, create=False, read_only=read_only)
         try:
@@ -250,10 +257,12 @@ def _check_apart(url: str, read_only: bool, sender: Any) -> None:  # sender: a Q
                 sender.put(("snapshot", store.seq_bounds(conn)))
                 check = LedgerCheck()
                 folds = _SentFolds(store, conn, sender)
+                tree = merkle.TreeBuilder()
                 rows: list[tuple[Any, ...]] = []
                 for e in store.iter_events(conn, batch=BATCH):
                     event = _checked(check, e)
                     rows.append(event_row(e))
+                    tree.append(bytes.fromhex(e.event_hash))
                     if len(rows) == BATCH:
                         sender.put(("rows", rows))
                         rows = []
@@ -261,7 +270,7 @@ def _check_apart(url: str, read_only: bool, sender: Any) -> None:  # sender: a Q
                 if rows:
                     sender.put(("rows", rows))
                 folds.finish()
-                sender.put(("done", folds.runs))
+                sender.put(("done", folds.runs, tree.size, tree.root()))
         finally:
             store.close()
     except CheckFailed as exc:
