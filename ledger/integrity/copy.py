@@ -88,9 +88,9 @@ def copy_ledger(
         writer = _Writer(target, dst)
         copied = None
         if checker if checker is not None else _checker_pays(total):
-            copied = _copy_checked_apart(source, src, target, dst, writer, on_progress)
+            copied = _copy_checked_apart(source, src, target, dst, writer, total, on_progress)
         if copied is None:  # in this process
-            copied = _copy_checked_here(source, src, target, dst, writer, on_progress)
+            copied = _copy_checked_here(source, src, target, dst, writer, total, on_progress)
         runs, size, root = copied
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         _check_read_back(target, dst, size, blob_count, blob_digest)
@@ -116,10 +116,10 @@ def _copy_checked_here(
     target: Store,
     dst: Any,
     writer: _Writer,
+    total: int,
     on_progress: Callable[[int, int], None] | None,
 ) -> Copied:
-    """Check, fold and write every event in this process."""
-    total = source.event_count(src)
+    """Check, fold and write every event (`total` of them) in this process."""
     tree = merkle.TreeBuilder()
     folds = _Folds(target, dst)
     check = LedgerCheck()
@@ -159,6 +159,7 @@ def _copy_checked_apart(
     target: Store,
     dst: Any,
     writer: _Writer,
+    total: int,
     on_progress: Callable[[int, int], None] | None,
 ) -> Copied | None:
     """Write the events a second process reads from the source, checks and folds
@@ -183,7 +184,6 @@ def _copy_checked_apart(
     except (AssertionError, OSError, ValueError):
         channel.close()
         return None
-    total = source.event_count(src)
     written = 0
     finished = False
     try:
