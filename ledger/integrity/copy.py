@@ -121,7 +121,9 @@ def _copy_checked_here(
 ) -> Copied:
     """Check, fold and write every event (`total` of them) in this process."""
     tree = merkle.TreeBuilder()
-    folds = _Folds(target, dst)
+    folds = _Folds(
+        source, src, lambda run_id, view, again: _save_view(target, dst, run_id, view, again)
+    )
     check = LedgerCheck()
     page: list[StoredEvent] = []
     for e in source.iter_events(src, batch=BATCH):
@@ -204,9 +206,7 @@ def _copy_checked_apart(
                 if on_progress is not None:
                     on_progress(written, total)
             elif kind == "view":
-                _, run_id, view, again = message  # again: the run's rows were written
-                before = target.stored_projection(dst, run_id) if again else None
-                target.save_view(dst, before, view)
+                _save_view(target, dst, *message[1:])  # run id, view, again
             elif kind == "failed":
                 raise CheckFailed(message[1])
             else:  # ("done", runs, events, root): the root of the events it sent
@@ -256,7 +256,11 @@ def _check_apart(url: str, read_only: bool, sender: Any) -> None:  # sender: a Q
             with store.transaction() as conn:
                 sender.put(("snapshot", store.seq_bounds(conn)))
                 check = LedgerCheck()
-                folds = _SentFolds(store, conn, sender)
+                folds = _Folds(
+                    store,
+                    conn,
+                    lambda run_id, view, again: sender.put(("view", run_id, view, again)),
+                )
                 tree = merkle.TreeBuilder()
                 rows: list[tuple[Any, ...]] = []
                 for e in store.iter_events(conn, batch=BATCH):
@@ -285,51 +289,6 @@ def _check_apart(url: str, read_only: bool, sender: Any) -> None:  # sender: a Q
         )
     sender.close()
     sender.join_thread()  # everything put is in the pipe before the process ends
-
-
-class _SentFolds:
-    """`_Folds` for the checking process: each run's projection is sent when the run
-    concludes, and the fold let go; an event after a run's conclusion folds the run again
-    from the source's events before it (they passed their checks already), and its rows
-    are sent again when it concludes anew or at the end."""
-
-    def __init__(self, store: Store, conn: Any, sender: Any) -> None:
-        self.store = store
-        self.conn = conn
-        self.sender = sender
-        self.open: dict[str, projections.RunFold] = {}
-        self.sent: set[str] = set()  # runs whose rows were sent
-
-    @property
-    def runs(self) -> int:
-        return len(self.sent | set(self.open))
-
-    def add(self, e: StoredEvent, event: Event) -> None:
-        run_id = e.stream_id
-        fold = self.open.get(run_id)
-        if fold is None:
-            fold = self.open[run_id] = projections.RunFold()
-            if run_id in self.sent:  # an event after the run concluded
-                for past in self.store.iter_events(self.conn, stream_id=run_id):
-                    if past.seq >= e.seq:
-                        break
-                    fold.apply(past.stream_version, past.recorded_at, past.event())
-        _fold(fold, e, event)
-        if event.event_type == "RunConcluded":
-            view = fold.view
-            assert view is not None
-            if view.concluded:
-                self._send(run_id, view)
-                del self.open[run_id]
-
-    def finish(self) -> None:
-        for run_id, fold in self.open.items():
-            assert fold.view is not None
-            self._send(run_id, fold.view)
-
-    def _send(self, run_id: str, view: projections.RunView) -> None:
-        self.sender.put(("view", run_id, view, run_id in self.sent))
-        self.sent.add(run_id)
 
 
 class _Writer:
@@ -391,47 +350,58 @@ def _refuse_unless_empty(target: Store, conn: Any) -> None:
 class _Folds:
     """The projection rows of the copied runs, each run folded one event at a time as its
     events are checked (`projections.RunFold`: one working copy per run, no view per
-    event), so no parsed event outlives its fold. A run's rows are written as soon as it
-    concludes and its fold let go, so memory holds the runs still open (an event for a
-    concluded run reads that run's rows back from the target first)."""
+    event), so no parsed event outlives its fold. A run's rows are handed to `save` (run
+    id, view, whether its rows were handed over before) as soon as it concludes, and its
+    fold let go, so memory holds the runs still open; an event after a run's conclusion
+    folds the run again from the source's events before it (each passed its checks
+    already), and its rows are handed over again when it concludes anew or at the end."""
 
-    def __init__(self, target: Store, dst: Any) -> None:
-        self.target = target
-        self.dst = dst
+    def __init__(
+        self, source: Store, src: Any, save: Callable[[str, projections.RunView, bool], None]
+    ) -> None:
+        self.source = source
+        self.src = src
+        self.save = save
         self.open: dict[str, projections.RunFold] = {}
-        self.written: set[str] = set()
+        self.saved: set[str] = set()  # runs whose rows were handed over
 
     @property
     def runs(self) -> int:
-        return len(self.open) + len(self.written)
+        return len(self.saved | self.open.keys())
 
     def add(self, e: StoredEvent, event: Event) -> None:
         run_id = e.stream_id
         fold = self.open.get(run_id)
         if fold is None:
-            if run_id in self.written:  # an event after the run concluded: its rows so far
-                before = self.target.load_view(self.dst, run_id)
-                fold = projections.RunFold(before)
-                _fold(fold, e, event)
-                assert fold.view is not None
-                self.target.save_view(self.dst, before, fold.view)
-                return
             fold = self.open[run_id] = projections.RunFold()
+            if run_id in self.saved:  # an event after the run concluded
+                for past in self.source.iter_events(self.src, stream_id=run_id):
+                    if past.seq >= e.seq:
+                        break
+                    fold.apply(past.stream_version, past.recorded_at, past.event())
         _fold(fold, e, event)
         if event.event_type == "RunConcluded":
             view = fold.view
             assert view is not None
             if view.concluded:
-                self.target.save_view(self.dst, None, view)
-                self.written.add(run_id)
+                self._save(run_id, view)
                 del self.open[run_id]
 
     def finish(self) -> None:
-        for fold in self.open.values():
+        for run_id, fold in self.open.items():
             assert fold.view is not None
-            self.target.save_view(self.dst, None, fold.view)
-        self.written.update(self.open)
-        self.open.clear()
+            self._save(run_id, fold.view)
+
+    def _save(self, run_id: str, view: projections.RunView) -> None:
+        self.save(run_id, view, run_id in self.saved)
+        self.saved.add(run_id)
+
+
+def _save_view(
+    target: Store, dst: Any, run_id: str, view: projections.RunView, again: bool
+) -> None:
+    """A run's projection rows into the copy (`again`: over the rows it holds already)."""
+    target.save_view(dst, target.stored_projection(dst, run_id) if again else None, view)
 
 
 def _fold(fold: projections.RunFold, e: StoredEvent, event: Event) -> None:

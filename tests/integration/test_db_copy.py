@@ -240,8 +240,9 @@ def test_runs_split_across_pages_and_revisited_after_they_concluded(
 ):
     """The copy folds a page of events at a time and writes a run's rows once it concludes.
     With pages of three events every run is split; a second run is planned and left open in
-    between, and a profile lands on the first after its conclusion, so its rows are read
-    back from the target and updated. The projections equal the source's, row for row."""
+    between, and a profile lands on the first after its conclusion, so the run is folded
+    again from the source and its rows in the copy updated. The projections equal the
+    source's, row for row."""
     monkeypatch.setattr(ledger_copy, "BATCH", 3)
     cli = _campaign_ledger(source_url, tmp_path / "a")
     other = Campaign(tmp_path / "b", run_id="softmax-t-002")
