@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -44,6 +44,9 @@ def _two(rounds: list[int]) -> list[int]:
 class Args(BaseModel):
     # built on first use: a command validates with its own model only
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+    # arguments a tool's caller must give, though the command line may leave them out
+    # (`checkout` prints the kernel without --out; a tool's result cannot carry it)
+    tool_requires: ClassVar[tuple[str, ...]] = ()
 
 
 Run = Annotated[
@@ -211,7 +214,12 @@ def model(use_case: str) -> type[Args]:
     """The arguments of `use_case` as a pydantic model (`record` -> `RecordArgs`)."""
     doc, fields = ARGUMENTS[use_case]
     name = "".join(part.title() for part in use_case.split("-")) + "Args"
-    return create_model(name, __base__=Args, __doc__=doc, __module__=__name__, **fields)
+    made = create_model(name, __base__=Args, __doc__=doc, __module__=__name__, **fields)
+    made.tool_requires = TOOL_REQUIRES.get(use_case, ())
+    return made
+
+
+TOOL_REQUIRES = {"checkout": ("out",)}
 
 
 def problem(error: Mapping[str, Any]) -> str:

@@ -35,6 +35,8 @@ def input_schema(args: type[Args]) -> dict[str, Any]:
     schema = args.model_json_schema()
     schema.pop("title", None)
     schema.pop("description", None)
+    if args.tool_requires:
+        schema["required"] = [*schema.get("required", []), *args.tool_requires]
     return schema
 
 

@@ -89,6 +89,16 @@ def test_every_tool_takes_the_options_of_its_command():
         assert fields == options, name
 
 
+def test_checkout_tool_requires_the_file_it_writes():
+    """The command line prints the kernel when --out is left out; a tool's result cannot
+    carry it, so the tool's schema requires `out`, and a call without it is refused."""
+    from cli.mcpserver import input_schema
+
+    schema = input_schema(TOOLS["checkout"].args)
+    assert schema["required"] == ["run", "out"]
+    assert input_schema(TOOLS["analyze"].args)["required"] == ["run"]  # the others as they were
+
+
 def test_demo_campaign_same_decisions_and_objects_as_the_cli(db_url, other_url, tmp_path):
     cli = CliRunner(other_url)
     cli_decisions = []
