@@ -319,14 +319,15 @@ def verify_ledger(
     report = Report()
     shares: list[_Share] | None = None
     with store.transaction() as conn:
-        total = store.event_count(conn)
+        bounds = store.seq_bounds(conn)  # (events, lowest seq, highest seq)
+        total = bounds[0]
         side = _SideChecks(store, conn, run_id)
         try:
             count, plan = 1, None
             if run_id is None and _may_share(workers, total):
                 # the runs' spans are read while the idle CPUs are measured
                 since = cpu_sample() if workers is None else None
-                spans = _read_spans(store, conn)
+                spans = _read_spans(store, conn, bounds)
                 count = worker_count(workers, total, since)
                 plan = _plan_shares(spans, count) if spans and count > 1 else None
             if plan is not None:  # the storage and blob checks run here while workers replay
@@ -497,11 +498,11 @@ class _SharePlan:
 _Spans = tuple[tuple[int, int, int], list[tuple[str, int, int]]]
 
 
-def _read_spans(store: Store, conn) -> _Spans | None:
-    """(events, lowest seq, highest seq) and each run's first and last seq, or None where
-    the log has a gap in seq (or no events): then one process replays it, and names the
-    gap."""
-    snapshot = store.seq_bounds(conn)
+def _read_spans(store: Store, conn, snapshot: tuple[int, int, int] | None = None) -> _Spans | None:
+    """(events, lowest seq, highest seq) (`snapshot`, else read now) and each run's first
+    and last seq, or None where the log has a gap in seq (or no events): then one process
+    replays it, and names the gap."""
+    snapshot = snapshot if snapshot is not None else store.seq_bounds(conn)
     count, low, high = snapshot
     if count == 0 or low != 1 or high != count:
         return None
