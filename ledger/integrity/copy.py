@@ -30,7 +30,7 @@ from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.inputs.jsonio import plural
 from ledger.integrity import merkle
 from ledger.integrity.hashing import ZERO_HASH
-from ledger.integrity.verify import LedgerCheck, ReplayStop
+from ledger.integrity.verify import PARALLEL_MIN_EVENTS, LedgerCheck, ReplayStop, idle_cpus
 from ledger.store.eventstore import PAYLOAD_AT, Store, StoredEvent, event_row
 from ledger.store.transfer import copy_recorded_facts, held_rows, insert_blobs, sqlite_file
 from ledger.store.urls import parse_url
@@ -84,13 +84,12 @@ def copy_ledger(
         _refuse_unless_empty(target, dst)
         ledger_id = source.ledger_id(src)
         other_rows = copy_recorded_facts(src, dst, target.shown_url)
-        total = source.event_count(src)
-        writer = _Writer(target, dst)
+        job = _Copying(source, src, target, dst, source.event_count(src), on_progress)
         copied = None
-        if checker if checker is not None else _checker_pays(total):
-            copied = _copy_checked_apart(source, src, target, dst, writer, total, on_progress)
+        if checker if checker is not None else _checker_pays(job.total):
+            copied = _copy_checked_apart(job)
         if copied is None:  # in this process
-            copied = _copy_checked_here(source, src, target, dst, writer, total, on_progress)
+            copied = _copy_checked_here(job)
         runs, size, root = copied
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         _check_read_back(target, dst, size, blob_count, blob_digest)
@@ -110,60 +109,65 @@ def copy_ledger(
 Copied = tuple[int, int, bytes]  # (runs, events, Merkle root of the events' hashes)
 
 
-def _copy_checked_here(
-    source: Store,
-    src: Any,
-    target: Store,
-    dst: Any,
-    writer: _Writer,
-    total: int,
-    on_progress: Callable[[int, int], None] | None,
-) -> Copied:
-    """Check, fold and write every event (`total` of them) in this process."""
+class _Copying:
+    """One copy under way: the source and its read transaction, the target and its write
+    transaction, and what writes the copied events and projection rows into it."""
+
+    def __init__(
+        self,
+        source: Store,
+        src: Any,
+        target: Store,
+        dst: Any,
+        total: int,
+        on_progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.source, self.src, self.target, self.dst = source, src, target, dst
+        self.total = total  # events in the source
+        self.on_progress = on_progress
+        self.writer = _Writer(target, dst)
+        self.written = 0
+
+    def write_page(self, page: list[StoredEvent]) -> None:
+        self.writer.write(page)
+        _check_page_read_back(self.target, self.dst, page)
+        self.written += len(page)
+        if self.on_progress is not None:
+            self.on_progress(self.written, self.total)
+
+    def save_view(self, run_id: str, view: projections.RunView, again: bool) -> None:
+        """A run's projection rows into the copy (`again`: over the rows it holds already)."""
+        before = self.target.stored_projection(self.dst, run_id) if again else None
+        self.target.save_view(self.dst, before, view)
+
+
+def _copy_checked_here(job: _Copying) -> Copied:
+    """Check, fold and write every event in this process."""
     tree = merkle.TreeBuilder()
-    folds = _Folds(
-        source, src, lambda run_id, view, again: _save_view(target, dst, run_id, view, again)
-    )
+    folds = _Folds(job.source, job.src, job.save_view)
     check = LedgerCheck()
     page: list[StoredEvent] = []
-    for e in source.iter_events(src, batch=BATCH):
+    for e in job.source.iter_events(job.src, batch=BATCH):
         event = _checked(check, e)
         page.append(e)
         tree.append(bytes.fromhex(e.event_hash))
         if len(page) == BATCH:
-            _write_page(target, dst, writer, page)
+            job.write_page(page)
             page = []
-            if on_progress is not None:
-                on_progress(tree.size, total)
         folds.add(e, event)
     if page:
-        _write_page(target, dst, writer, page)
+        job.write_page(page)
     folds.finish()
     return folds.runs, tree.size, tree.root()
-
-
-def _write_page(target: Store, dst: Any, writer: _Writer, page: list[StoredEvent]) -> None:
-    writer.write(page)
-    _check_page_read_back(target, dst, page)
 
 
 def _checker_pays(total: int) -> bool:
     """Whether to check in a second process: a ledger large enough to repay starting one,
     and two idle CPUs (one each)."""
-    from ledger.integrity.verify import PARALLEL_MIN_EVENTS, idle_cpus
-
     return total >= PARALLEL_MIN_EVENTS and idle_cpus() >= 2
 
 
-def _copy_checked_apart(
-    source: Store,
-    src: Any,
-    target: Store,
-    dst: Any,
-    writer: _Writer,
-    total: int,
-    on_progress: Callable[[int, int], None] | None,
-) -> Copied | None:
+def _copy_checked_apart(job: _Copying) -> Copied | None:
     """Write the events a second process reads from the source, checks and folds
     (`_check_apart`), page after page as it sends them, and the projection rows it sends.
     None, with nothing written, where that process could not start or
@@ -179,18 +183,17 @@ def _copy_checked_apart(
     # a few pages in flight: the checker goes on while this process writes the last one
     channel = ctx.Queue(maxsize=QUEUED_PAGES)
     process = ctx.Process(
-        target=_check_apart, args=(source.url, source.read_only, channel), daemon=True
+        target=_check_apart, args=(job.source.url, job.source.read_only, channel), daemon=True
     )
     try:
         process.start()  # refused in a daemonic process, for one
     except (AssertionError, OSError, ValueError):
         channel.close()
         return None
-    written = 0
     finished = False
     try:
         first = _received(channel, process)
-        if first is None or first != ("snapshot", source.seq_bounds(src)):
+        if first is None or first != ("snapshot", job.source.seq_bounds(job.src)):
             return None
         while True:
             message = _received(channel, process)
@@ -201,17 +204,14 @@ def _copy_checked_apart(
                 )
             kind = message[0]
             if kind == "rows":
-                _write_page(target, dst, writer, [StoredEvent(*row) for row in message[1]])
-                written += len(message[1])
-                if on_progress is not None:
-                    on_progress(written, total)
+                job.write_page([StoredEvent(*row) for row in message[1]])
             elif kind == "view":
-                _save_view(target, dst, *message[1:])  # run id, view, again
+                job.save_view(*message[1:])  # run id, view, again
             elif kind == "failed":
                 raise CheckFailed(message[1])
             else:  # ("done", runs, events, root): the root of the events it sent
                 finished = True
-                if message[2] != written:
+                if message[2] != job.written:
                     raise CheckFailed(
                         "the process checking the source ledger sent another number of events "
                         "than it counted; nothing was written"
@@ -395,13 +395,6 @@ class _Folds:
     def _save(self, run_id: str, view: projections.RunView) -> None:
         self.save(run_id, view, run_id in self.saved)
         self.saved.add(run_id)
-
-
-def _save_view(
-    target: Store, dst: Any, run_id: str, view: projections.RunView, again: bool
-) -> None:
-    """A run's projection rows into the copy (`again`: over the rows it holds already)."""
-    target.save_view(dst, target.stored_projection(dst, run_id) if again else None, view)
 
 
 def _fold(fold: projections.RunFold, e: StoredEvent, event: Event) -> None:

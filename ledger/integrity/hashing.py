@@ -135,15 +135,25 @@ def _orjson_canonical(value: Any) -> bytes | None:
     keys, integers beyond 64 bits and nesting beyond 254 levels: then None, as for every
     output the guards of `_repaired` decline.
     """
+    written = _orjson_dumps(value)
+    return None if written is None else _repaired_orjson(written)
+
+
+def _orjson_dumps(value: Any) -> bytes | None:
+    """`orjson`'s sorted, compact bytes of a container, or None where it refuses it."""
     if not isinstance(value, _CONTAINERS):
         return None
     try:
-        data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
+        return orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return None
-    if data.isascii():
-        return _repaired_utf8(data)
-    return _repaired(data.decode())
+
+
+def _repaired_orjson(written: bytes) -> bytes | None:
+    """`_repaired` of `orjson`'s output (see `_orjson_canonical`)."""
+    if written.isascii():
+        return _repaired_utf8(written)
+    return _repaired(written.decode())
 
 
 def parse_canonical(data: bytes) -> Any | None:
@@ -161,15 +171,12 @@ def parse_canonical(data: bytes) -> Any | None:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(value, _CONTAINERS):
-        return None
-    try:
-        written = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
-    except TypeError:
+    written = _orjson_dumps(value)
+    if written is None:
         return None
     if written == data and _orjson_writes_rfc8785(data):
         return value
-    return value if _orjson_canonical(value) == data else None
+    return value if _repaired_orjson(written) == data else None  # the same bytes, repaired
 
 
 def _orjson_writes_rfc8785(data: bytes) -> bool:
