@@ -32,7 +32,13 @@ from ledger.integrity import merkle
 from ledger.integrity.hashing import ZERO_HASH
 from ledger.integrity.verify import PARALLEL_MIN_EVENTS, LedgerCheck, ReplayStop, idle_cpus
 from ledger.store.eventstore import PAYLOAD_AT, Store, StoredEvent, event_row
-from ledger.store.transfer import copy_recorded_facts, held_rows, insert_blobs, sqlite_file
+from ledger.store.transfer import (
+    copy_recorded_facts,
+    held_rows,
+    indexes_built_after,
+    insert_blobs,
+    sqlite_file,
+)
 from ledger.store.urls import parse_url
 
 BATCH = 1000
@@ -85,13 +91,14 @@ def copy_ledger(
         ledger_id = source.ledger_id(src)
         other_rows = copy_recorded_facts(src, dst, target.shown_url)
         job = _Copying(source, src, target, dst, source.event_count(src), on_progress)
-        copied = None
-        if checker if checker is not None else _checker_pays(job.total):
-            copied = _copy_checked_apart(job)
-        if copied is None:  # in this process
-            copied = _copy_checked_here(job)
-        runs, size, root = copied
-        blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
+        with indexes_built_after(dst):
+            copied = None
+            if checker if checker is not None else _checker_pays(job.total):
+                copied = _copy_checked_apart(job)
+            if copied is None:  # in this process
+                copied = _copy_checked_here(job)
+            runs, size, root = copied
+            blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         _check_read_back(target, dst, size, blob_count, blob_digest)
     if on_progress is not None:
         on_progress(size, size)

@@ -18,9 +18,10 @@ from ledger.integrity.checkpoint import Checkpoint, format_note
 from ledger.store.eventstore import Store
 from ledger.store.schema import HEAD_REVISION
 from ledger.store.tables import checkpoints, metadata
+from ledger.store.transfer import indexes_built_after, secondary_indexes
 
 from campaign import Campaign
-from conftest import CliRunner
+from conftest import CliRunner, new_pg_database
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +67,14 @@ def _campaign_ledger(url: str, root: Path) -> CliRunner:
     out = root / "analysis"
     assert cli("analyze", "--run", c.run_id, "--output-dir", out, "--json").exit_code == 0
     return cli
+
+
+def _indexes(url: str) -> list[tuple[str, str]]:
+    store = Store(url)
+    with store.transaction() as conn:
+        found = secondary_indexes(conn)
+    store.close()
+    return found
 
 
 def _dump(url: str) -> dict[str, list[dict]]:
@@ -128,7 +137,7 @@ def _verify(url: str) -> None:
 
 
 def test_sqlite_to_postgresql_and_back_preserves_every_hash(
-    tmp_path: Path, sqlite_url: str, bare_pg_url: str, checker: bool
+    tmp_path: Path, sqlite_url: str, bare_pg_url: str, checker: bool, pg_server, pg_template
 ):
     _campaign_ledger(sqlite_url, tmp_path / "campaign")
     _add_checkpoint(sqlite_url)
@@ -138,6 +147,10 @@ def test_sqlite_to_postgresql_and_back_preserves_every_hash(
 
     to_pg = _copy(sqlite_url, bare_pg_url)  # a database without a schema is migrated first
     back_url = f"sqlite:///{tmp_path / 'back' / 'ledger.sqlite3'}"
+    fresh = {
+        "sqlite": f"sqlite:///{tmp_path / 'fresh.sqlite3'}",
+        "postgresql": new_pg_database(pg_server, pg_template),  # migrated by alembic
+    }
     to_sqlite = _copy(bare_pg_url, back_url)  # a missing file is created
 
     root = merkle.root(bytes.fromhex(row["event_hash"]) for row in original["events"])
@@ -153,6 +166,8 @@ def test_sqlite_to_postgresql_and_back_preserves_every_hash(
         # the ledger id; the stored checkpoint; projections rebuilt with identical rows
         for table, rows in original.items():
             assert copied[table] == rows, table
+        # the secondary indexes the copy dropped and built after its rows are the schema's
+        assert _indexes(url) == _indexes(fresh[url.split(":")[0].split("+")[0]])
         _verify(url)
         current = CliRunner(url)("db", "current", "--json").json()
         assert current["revision"] == HEAD_REVISION and current["current"] is True
@@ -219,6 +234,7 @@ def test_a_copy_that_reads_back_differently_is_rolled_back(
     source_id = _dump(source_url)["ledger_info"][0]["value"]
     source = Store(source_url)
     target = ledger_copy.open_target(source, db_url)
+    indexes = _indexes(db_url)
     real = target.iter_event_pages
 
     def altered(conn, **kwargs):
@@ -233,6 +249,24 @@ def test_a_copy_that_reads_back_differently_is_rolled_back(
     emptied = _dump(db_url)
     assert all(rows == [] for table, rows in emptied.items() if table != "ledger_info")
     assert emptied["ledger_info"][0]["value"] != source_id
+    assert _indexes(db_url) == indexes  # the ones dropped for the copy are back
+
+
+def test_indexes_built_after_the_rows_are_the_schema_s(db_url: str):
+    """Inside: no secondary index (the keys and unique constraints stay and still refuse);
+    after: every index again, from the definitions the database held."""
+    from sqlalchemy.exc import IntegrityError
+
+    before = _indexes(db_url)
+    names = {name for name, _ in before}
+    assert len(before) >= 15 and "ix_events_stream_id_event_type_stream_version" in names
+    store = Store(db_url)
+    with store.transaction(write=True) as conn, indexes_built_after(conn):
+        assert secondary_indexes(conn) == []
+        with pytest.raises(IntegrityError), conn.begin_nested():
+            conn.execute(text("INSERT INTO ledger_info (key, value) VALUES ('ledger_id', 'x')"))
+    store.close()
+    assert _indexes(db_url) == before
 
 
 def test_runs_split_across_pages_and_revisited_after_they_concluded(
