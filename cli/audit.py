@@ -284,7 +284,9 @@ def export(
 
 def import_(
     ctx: typer.Context,
-    file: str = typer.Argument(None, metavar="FILE", help="A bundle written by export."),
+    files: list[str] = typer.Argument(
+        None, metavar="FILE...", help="Bundles written by export, imported in this order."
+    ),
     legacy: str = typer.Option(
         None, "--legacy", metavar="DIR", help="A run folder of the JSON-file controller."
     ),
@@ -299,19 +301,22 @@ def import_(
     verifier_key: str = VERIFIER_KEY,
     as_json: bool = JSON,
 ) -> None:
-    """Import a run: a bundle (same event hashes; importing again changes nothing) or, with
+    """Import runs: bundles (same event hashes; importing again changes nothing) or, with
     --legacy, a JSON-file controller's run folder replayed and re-decided.
 
     Anything that does not verify or disagrees with a replay is refused (exit 2) and nothing
-    is written. --checkpoint pins the bundle to a checkpoint of the ledger it came from (as
-    verify --bundle --checkpoint does), --verifier-key also requires its signature.
+    is written: several bundles are imported together or not at all, and the bundles after
+    the one being written are checked meanwhile in other processes. --checkpoint pins each
+    bundle to a checkpoint of the ledger it came from (as verify --bundle --checkpoint
+    does), --verifier-key also requires its signature.
 
     Example: kernel-ledger import softmax-demo-001.bundle.jsonl
     """
     from ledger.errors import InputError
 
-    if (file is None) == (legacy is None):
-        raise InputError("name either a bundle FILE or --legacy DIR")
+    files = files or []
+    if bool(files) == (legacy is not None):
+        raise InputError("name either bundle FILEs or --legacy DIR")
     if workspace is not None and legacy is None:
         raise InputError("--workspace goes with --legacy DIR")
     if legacy is not None:
@@ -319,35 +324,52 @@ def import_(
             raise InputError("--checkpoint and --verifier-key pin a bundle, not --legacy")
         _import_legacy(ctx, legacy, workspace, as_json)
         return
-    from ledger.integrity.bundle import import_bundle
+    from ledger.integrity.bundle import import_bundles
 
     note = tools.pinned_note(checkpoint)
     key = tools.key_arg(verifier_key, "--verifier-key")
     if key is not None and note is None:
         raise InputError("--verifier-key checks the signature of a --checkpoint; name one")
-    path = input_path(file, "FILE")
-    result = import_bundle(open_store(ctx, create=True), path, pinned_note=note, verifier_key=key)
-    status = "imported" if result.events_imported else "unchanged"
+    paths = [input_path(file, "FILE") for file in files]
+    results = import_bundles(
+        open_store(ctx, create=True), paths, pinned_note=note, verifier_key=key
+    )
+    bodies = [
+        {
+            "status": "imported" if result.events_imported else "unchanged",
+            "run_id": result.run_id,
+            "origin": result.origin,
+            "events_in_bundle": result.events_in_bundle,
+            "events_imported": result.events_imported,
+            "first_seq": result.first_seq,
+            "last_seq": result.last_seq,
+        }
+        for result in results
+    ]
     if as_json:
-        emit_json(
-            {
-                "status": status,
-                "run_id": result.run_id,
-                "origin": result.origin,
-                "events_in_bundle": result.events_in_bundle,
-                "events_imported": result.events_imported,
-                "first_seq": result.first_seq,
-                "last_seq": result.last_seq,
-            }
-        )
-    elif result.events_imported:
-        say(
-            f"imported run {result.run_id} from {result.origin}: "
-            f"{plural(result.events_imported, 'event')} "
-            f"(seq {result.first_seq}-{result.last_seq})"
-        )
-    else:
-        say(f"run {result.run_id} is already in the ledger with these events; nothing to import")
+        if len(bodies) == 1:
+            emit_json(bodies[0])
+        else:
+            imported = sum(body["events_imported"] for body in bodies)
+            emit_json(
+                {
+                    "status": "imported" if imported else "unchanged",
+                    "bundles": bodies,
+                    "events_imported": imported,
+                }
+            )
+        return
+    for result in results:
+        if result.events_imported:
+            say(
+                f"imported run {result.run_id} from {result.origin}: "
+                f"{plural(result.events_imported, 'event')} "
+                f"(seq {result.first_seq}-{result.last_seq})"
+            )
+        else:
+            say(
+                f"run {result.run_id} is already in the ledger with these events; nothing to import"
+            )
 
 
 def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_json: bool) -> None:

@@ -27,6 +27,7 @@ import binascii
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ from ledger.integrity.hashing import canonical, parse_canonical, sha256_hex
 # very code that checks a run in a ledger.
 from ledger.integrity.verify import Failure, ReplayStop, RunReplay
 from ledger.store import audit_store
-from ledger.store.eventstore import Store, StoredEvent
+from ledger.store.eventstore import Store, StoredEvent, event_row
 
 FORMAT = "kernel-ledger-bundle/1"
 CHECKS = (
@@ -676,6 +677,81 @@ def import_bundle(
     """Check a bundle (against a pinned checkpoint note when one is given), then append its
     run to this ledger verbatim (see `audit_store.import_run_verbatim`): nothing is written
     unless everything checks. Its run id must follow the run id pattern."""
+    return import_bundles(store, [path], pinned_note=pinned_note, verifier_key=verifier_key)[0]
+
+
+# a bulk import checks its bundles in other processes from this much bundle text on (~1,800
+# events): below it, starting them costs more than it saves
+PARALLEL_MIN_BYTES = 4 << 20
+# past this many checking processes the one writing them is the bottleneck
+MAX_IMPORT_WORKERS = 8
+
+
+def import_bundles(
+    store: Store,
+    paths: Sequence[Path],
+    *,
+    pinned_note: str | None = None,
+    verifier_key: str | None = None,
+    workers: int | None = None,
+) -> list[ImportResult]:
+    """`import_bundle` of each bundle in the order given, all in one transaction: every
+    bundle is imported, or (one refused) none is, and the refusal names that bundle.
+
+    Each bundle is checked on its own, so while this process writes one, `workers` other
+    processes check the next (0: none; by default, for two bundles or more and
+    `PARALLEL_MIN_BYTES` of them, one per idle CPU besides this one's, at most
+    `MAX_IMPORT_WORKERS`); the checks, refusals and their words are those of a check in
+    this process. The ledger's write lock is held from the first checked bundle to the last
+    one written."""
+    paths = [Path(p) for p in paths]
+    count = _import_workers(paths) if workers is None else workers
+    checked: Iterator[tuple[bool, Any]]
+    if count >= 1 and len(paths) > 1:
+        from ledger.integrity.inprocesses import results_in_order
+
+        jobs = [(path, pinned_note, verifier_key) for path in paths]
+        checked = results_in_order(_checked_apart, jobs, count, window=2 * count)
+    else:
+        checked = iter(())
+    results = []
+    with ExitStack() as stack:
+        conn = None
+        for path in paths:
+            done, outcome = next(checked, (False, None))
+            if done and outcome[0] == "refused":
+                raise InputError(outcome[1])
+            if done and outcome[0] == "checked":
+                _, origin, run_id, rows, blobs, view = outcome
+                content = BundleContent(run_id, [StoredEvent(*row) for row in rows], blobs, view)
+            else:  # checked here: no process did, or it failed otherwise than by a refusal
+                origin, content = _checked_to_import(path, pinned_note, verifier_key)
+            if conn is None:
+                conn = stack.enter_context(store.transaction(write=True))
+            results.append(_append(store, conn, origin, content))
+    return results
+
+
+def _import_workers(paths: Sequence[Path]) -> int:
+    """Processes to check the bundles of a bulk import in: one per CPU idle besides this
+    process's, for two bundles or more of `PARALLEL_MIN_BYTES` in all; else 0."""
+    if len(paths) < 2:
+        return 0
+    size = 0
+    for path in paths:
+        with suppress(OSError):  # the check says what is wrong with it
+            size += path.stat().st_size
+    if size < PARALLEL_MIN_BYTES:
+        return 0
+    from ledger.integrity.verify import idle_cpus
+
+    return min(len(paths), MAX_IMPORT_WORKERS, idle_cpus() - 1)
+
+
+def _checked_to_import(
+    path: Path, pinned_note: str | None, verifier_key: str | None
+) -> tuple[str, BundleContent]:
+    """The bundle's origin and content, checked like `verify --bundle`; else InputError."""
     report, content = check_bundle(path, pinned_note=pinned_note, verifier_key=verifier_key)
     if content is None:
         f = report.first_failure
@@ -688,14 +764,31 @@ def import_bundle(
             f"bundle {display(path)} holds run {display(content.run_id)!r}, which is not a run "
             f"id (ids match {RUN_ID_RE.pattern}); nothing was imported"
         )
-    with store.transaction(write=True) as conn:
-        outcome = audit_store.import_run_verbatim(
-            store, conn, content.run_id, content.records, content.blobs, content.view
-        )
+    return str(report.origin), content
+
+
+def _checked_apart(path: Path, pinned_note: str | None, verifier_key: str | None) -> Any:
+    """`_checked_to_import` in a worker process, as plain data: ("checked", origin, run id,
+    event rows, blobs, view), ("refused", message), or ("failed",) for anything else, which
+    the importing process then meets itself."""
+    try:
+        origin, content = _checked_to_import(path, pinned_note, verifier_key)
+    except InputError as exc:
+        return ("refused", exc.message)
+    except Exception:
+        return ("failed",)
+    rows = [event_row(e) for e in content.records]
+    return ("checked", origin, content.run_id, rows, content.blobs, content.view)
+
+
+def _append(store: Store, conn: Any, origin: str, content: BundleContent) -> ImportResult:
+    outcome = audit_store.import_run_verbatim(
+        store, conn, content.run_id, content.records, content.blobs, content.view
+    )
     seqs = [e.seq for e in outcome.imported]
     return ImportResult(
         run_id=content.run_id,
-        origin=str(report.origin),
+        origin=origin,
         events_in_bundle=len(content.records),
         events_imported=len(outcome.imported),
         first_seq=seqs[0] if seqs else None,

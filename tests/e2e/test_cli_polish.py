@@ -44,7 +44,7 @@ def test_bare_commands_print_their_help_once(sqlite_url):
         "Usage: kernel-ledger profile [OPTIONS] PATH\n"
     )
     assert cli("import", "--help", db=False).stdout.startswith(
-        "Usage: kernel-ledger import [OPTIONS] [FILE]\n"
+        "Usage: kernel-ledger import [OPTIONS] [FILE...]\n"
     )
     verify = cli("verify", "--help", db=False).stdout
     assert "<bool>" not in verify and "  --chain  " in verify.replace("   ", "  ")

@@ -1,0 +1,63 @@
+"""Independent checks run in worker processes, their results taken in order.
+
+A bulk `import` checks each bundle on its own (the file alone decides whether it verifies),
+so the bundles after the one being written can be checked meanwhile on other CPUs. The
+results come back in the order of the jobs, at most `window` of them ahead of the caller,
+so memory holds a few checked bundles, not all of them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+Job = tuple[Any, ...]
+
+
+def results_in_order(
+    fn: Callable[..., Any], jobs: Sequence[Job], workers: int, window: int
+) -> Iterator[tuple[bool, Any]]:
+    """(True, fn(*job)) for each job in order, `fn` run in `workers` processes with at most
+    `window` jobs given out ahead of the caller; (False, None) for a job that did not come
+    back (a pool that would not start, a worker that died, something that would not
+    pickle, an exception raised by `fn`), which the caller then does itself, and so meets
+    that failure itself. Leaving the loop early cancels the jobs not started and waits for
+    those under way."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+    except (OSError, ValueError):
+        yield from ((False, None) for _ in jobs)
+        return
+    pending: deque[Any] = deque()
+    given = 0
+    try:
+        for _ in jobs:
+            while given < len(jobs) and len(pending) < window:
+                try:
+                    pending.append(pool.submit(fn, *jobs[given]))
+                except Exception:  # a pool that broke
+                    pending.append(None)
+                given += 1
+            future = pending.popleft()
+            try:
+                result = (True, future.result()) if future is not None else (False, None)
+            except Exception:
+                result = (False, None)
+            yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _context() -> Any:
+    """`fork` where this process runs one thread (a fork copies only the calling thread,
+    and starts in milliseconds), else `spawn`."""
+    import multiprocessing
+
+    method = "fork" if threading.active_count() == 1 else "spawn"
+    if method not in multiprocessing.get_all_start_methods():
+        method = "spawn"
+    return multiprocessing.get_context(method)

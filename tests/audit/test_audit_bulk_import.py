@@ -1,0 +1,179 @@
+"""`import FILE...`: several bundles imported in one transaction, checked meanwhile in worker
+processes; all of them or (one refused) none, with the words of a check in one process."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import audit_kit
+import pytest
+from audit_kit import build_ledger, event_count, stream_rows
+
+from ledger.integrity import bundle
+from ledger.integrity.inprocesses import _context, results_in_order
+from ledger.integrity.verify import BAD_HASH
+from ledger.store.eventstore import Store
+
+from conftest import CliRunner
+
+other_url = audit_kit.other_url
+RUNS = ("softmax-a-001", "softmax-b-001")
+
+
+@pytest.fixture(params=[0, 2], ids=["checked-here", "checked-in-2-processes"])
+def workers(request, monkeypatch) -> int:
+    """Bundles checked in this process, or in two others (which an import chooses by itself
+    only for large imports on idle CPUs)."""
+    monkeypatch.setattr(bundle, "_import_workers", lambda paths: request.param)
+    return request.param
+
+
+def _exported(url: str, folder) -> list:
+    store = Store(url)
+    paths = []
+    for run_id in RUNS:
+        out = folder / f"{run_id}.bundle.jsonl"
+        bundle.export_run(store, run_id, out)
+        paths.append(out)
+    store.close()
+    return paths
+
+
+def _seqs(url: str) -> list[tuple[int, str, str]]:
+    store = Store(url)
+    with store.transaction() as conn:
+        rows = [(e.seq, e.stream_id, e.event_hash) for e in store.iter_events(conn)]
+    store.close()
+    return rows
+
+
+def test_several_bundles_import_together(db_url, other_url, tmp_path, workers):
+    build_ledger(tmp_path / "src", url=db_url)
+    paths = _exported(db_url, tmp_path)
+    target = CliRunner(other_url)
+    result = target("import", *paths, "--json")
+    assert result.exit_code == 0, result.stderr
+    body = result.json()
+    sizes = [len(stream_rows(db_url, run_id)) for run_id in RUNS]
+    assert body["status"] == "imported" and body["events_imported"] == sum(sizes)
+    assert [b["run_id"] for b in body["bundles"]] == list(RUNS)
+    assert [b["events_imported"] for b in body["bundles"]] == sizes
+    assert body["bundles"][1]["first_seq"] == sizes[0] + 1  # in the order given
+    for run_id in RUNS:
+        assert stream_rows(other_url, run_id) == stream_rows(db_url, run_id)
+    assert target("verify").exit_code == 0
+
+    again = target("import", *paths, paths[0])
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout.count("already in the ledger with these events; nothing to import") == 3
+    assert event_count(other_url) == sum(sizes)
+
+
+def test_the_same_ledger_whether_checked_here_or_apart(tmp_path, monkeypatch):
+    build_ledger(tmp_path / "src")
+    source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
+    paths = _exported(source, tmp_path)
+    ledgers = []
+    for count in (0, 2):
+        monkeypatch.setattr(bundle, "_import_workers", lambda paths, count=count: count)
+        url = f"sqlite:///{tmp_path / f'imported-{count}.sqlite3'}"
+        assert CliRunner(url)("import", *reversed(paths)).exit_code == 0
+        ledgers.append(_seqs(url))
+    assert ledgers[0] == ledgers[1] and len(ledgers[0]) == event_count(source)
+
+
+def _damaged(path, tmp_path):
+    """The bundle with one payload byte changed (its hash left as it was)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    event = json.loads(lines[3])
+    event["payload"]["round"] = event["payload"].get("round", 0) + 1
+    lines[3] = bundle._line(event)
+    out = tmp_path / f"damaged-{path.name}"
+    out.write_bytes(b"".join(lines))
+    return out
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_one_refused_bundle_writes_nothing_of_any(db_url, other_url, tmp_path, workers, where):
+    build_ledger(tmp_path / "src", url=db_url)
+    good, other = _exported(db_url, tmp_path)
+    bad = _damaged(other, tmp_path)
+    order = [bad, good] if where == "first" else [good, good, bad]
+    target = CliRunner(other_url)
+    refused = target("import", *order)
+    assert refused.exit_code == 2, refused.stdout + refused.stderr
+    assert refused.stderr == (
+        f"Error: bundle {bad} does not verify (hash: {BAD_HASH}); nothing was imported\n"
+    )
+    assert refused.stderr.count("\n") == 1 and refused.stdout == ""
+    assert event_count(other_url) == 0
+    missing = target("import", good, tmp_path / "nowhere.jsonl")
+    assert missing.exit_code == 2 and "nowhere.jsonl" in missing.stderr
+    assert event_count(other_url) == 0
+
+
+def test_the_refusal_reads_the_same_from_a_worker(tmp_path, monkeypatch):
+    build_ledger(tmp_path / "src")
+    source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
+    good, other = _exported(source, tmp_path)
+    bad = _damaged(other, tmp_path)
+    said = set()
+    for count in (0, 2):
+        monkeypatch.setattr(bundle, "_import_workers", lambda paths, count=count: count)
+        url = f"sqlite:///{tmp_path / f'target-{count}.sqlite3'}"
+        result = CliRunner(url)("import", good, bad, "--json")
+        assert result.exit_code == 2
+        said.add(result.stderr)
+        assert event_count(url) == 0
+    assert len(said) == 1, said
+
+
+TEST_PROCESS = os.getpid()
+
+
+def _numbered(k: int) -> tuple[int, int]:
+    return k, os.getpid()
+
+
+def _exits_on(job: int) -> int:
+    if job == 0 and os.getpid() != TEST_PROCESS:
+        os._exit(1)  # a worker that dies: the pool breaks
+    return job
+
+
+def test_results_come_back_in_order_from_other_processes():
+    results = list(results_in_order(_numbered, [(k,) for k in range(40)], workers=2, window=3))
+    assert [k for _, (k, _) in results] == list(range(40)) and all(done for done, _ in results)
+    assert TEST_PROCESS not in {pid for _, (_, pid) in results}
+
+
+def test_a_worker_that_dies_leaves_its_job_to_the_caller():
+    results = list(results_in_order(_exits_on, [(k,) for k in range(8)], workers=2, window=2))
+    assert results[0] == (False, None)  # the pool broke: the caller does them itself
+    assert all(r in ((False, None), (True, k)) for k, r in enumerate(results))
+
+
+_REAL_CHECK = bundle._checked_apart
+
+
+def _dies_on_a(path, *args):
+    if "softmax-a" in str(path) and os.getpid() != TEST_PROCESS:
+        os._exit(1)
+    return _REAL_CHECK(path, *args)
+
+
+def test_a_bundle_whose_worker_dies_is_checked_here(tmp_path, monkeypatch):
+    """A worker process that fails otherwise than by a refusal leaves its bundle (and any
+    not yet checked) to the importing process: the import is the same."""
+    assert _context().get_start_method() == "fork"  # the patched function reaches the child
+    build_ledger(tmp_path / "src")
+    source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
+    paths = _exported(source, tmp_path)
+    monkeypatch.setattr(bundle, "_checked_apart", _dies_on_a)
+    monkeypatch.setattr(bundle, "_import_workers", lambda paths: 2)
+    url = f"sqlite:///{tmp_path / 'target.sqlite3'}"
+    result = CliRunner(url)("import", *paths, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["events_imported"] == event_count(source)
+    assert CliRunner(url)("verify").exit_code == 0
