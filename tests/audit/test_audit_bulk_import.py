@@ -177,3 +177,25 @@ def test_a_bundle_whose_worker_dies_is_checked_here(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.stderr
     assert result.json()["events_imported"] == event_count(source)
     assert CliRunner(url)("verify").exit_code == 0
+
+
+def test_a_signed_pinned_checkpoint_holds_every_bundle(tmp_path, workers):
+    """--checkpoint and --verifier-key reach the checks in the worker processes: each
+    bundle is held against the pinned note, and a key that did not sign it refuses all."""
+    build_ledger(tmp_path / "src")
+    source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
+    cli = CliRunner(source)
+    key = tmp_path / "signer.key"
+    verifier = cli("checkpoint", "--generate-key", key, "--json").json()["verifier_key"]
+    signed = cli("checkpoint", "--sign", key, "--json").json()["note"]
+    stranger = cli("checkpoint", "--generate-key", tmp_path / "other.key", "--json").json()
+    paths = _exported(source, tmp_path)
+    url = f"sqlite:///{tmp_path / 'target.sqlite3'}"
+    pinned = ("--checkpoint", signed)
+    refused = CliRunner(url)("import", *paths, *pinned, "--verifier-key", stranger["verifier_key"])
+    assert refused.exit_code == 2 and "softmax-a-001.bundle.jsonl does not verify" in refused.stderr
+    assert "(checkpoint: the checkpoint carries no valid signature" in refused.stderr
+    assert event_count(url) == 0
+    held = CliRunner(url)("import", *paths, *pinned, "--verifier-key", verifier, "--json")
+    assert held.exit_code == 0, held.stderr
+    assert held.json()["events_imported"] == event_count(source)
