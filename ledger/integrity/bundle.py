@@ -26,7 +26,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -716,6 +716,8 @@ def import_bundles(
         checked = iter(())
     results = []
     with ExitStack() as stack:
+        if isinstance(checked, Generator):  # a refusal stops the workers before it is raised
+            stack.callback(checked.close)
         conn = None
         for path in paths:
             done, outcome = next(checked, (False, None))

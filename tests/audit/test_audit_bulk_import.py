@@ -4,6 +4,7 @@ processes; all of them or (one refused) none, with the words of a check in one p
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 
 import audit_kit
@@ -130,6 +131,21 @@ def test_the_refusal_reads_the_same_from_a_worker(tmp_path, monkeypatch):
 
 
 TEST_PROCESS = os.getpid()
+
+
+def test_a_refusal_stops_the_workers_before_it_is_raised(tmp_path):
+    from ledger.errors import InputError
+
+    build_ledger(tmp_path / "src")
+    source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
+    good, other = _exported(source, tmp_path)
+    bad = _damaged(other, tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'target.sqlite3'}")
+    with pytest.raises(InputError, match="does not verify") as refused:
+        bundle.import_bundles(store, [bad, good, good, good], workers=2)
+    store.close()
+    assert refused.value is not None  # its traceback still holds the importer's frame
+    assert multiprocessing.active_children() == []
 
 
 def _numbered(k: int) -> tuple[int, int]:
