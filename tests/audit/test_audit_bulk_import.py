@@ -215,3 +215,28 @@ def test_a_signed_pinned_checkpoint_holds_every_bundle(tmp_path, workers):
     held = CliRunner(url)("import", *paths, *pinned, "--verifier-key", verifier, "--json")
     assert held.exit_code == 0, held.stderr
     assert held.json()["events_imported"] == event_count(source)
+
+
+def test_an_event_id_another_run_holds_refuses_the_import(tmp_path):
+    """Event ids are unique in a ledger: a bundle whose event id this ledger already holds
+    under another run is refused by name, and nothing is written."""
+    import sqlite3
+
+    build_ledger(tmp_path / "src")
+    source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
+    first_a = stream_rows(source, RUNS[0])[0]
+    paths = _exported(source, tmp_path)
+    target = tmp_path / "target.sqlite3"
+    url = f"sqlite:///{target}"
+    assert CliRunner(url)("import", paths[1]).exit_code == 0  # run B only
+    with sqlite3.connect(target) as conn:  # its first event takes the id of A's first
+        conn.execute("DROP TRIGGER IF EXISTS events_refuse_update")
+        conn.execute("UPDATE events SET event_id = ? WHERE seq = 1", (first_a[0],))
+    before = event_count(url)
+    refused = CliRunner(url)("import", paths[0])
+    assert refused.exit_code == 2, refused.stderr
+    assert refused.stderr == (
+        f"Error: event id {first_a[0]} of the bundle is already used by run 'softmax-b-001' "
+        "version 1 in this ledger; nothing was imported\n"
+    )
+    assert event_count(url) == before
