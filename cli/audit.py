@@ -316,7 +316,7 @@ def import_(
 
     files = files or []
     if bool(files) == (legacy is not None):
-        raise InputError("name either bundle FILEs or --legacy DIR")
+        raise InputError("name either a bundle FILE or --legacy DIR")
     if workspace is not None and legacy is None:
         raise InputError("--workspace goes with --legacy DIR")
     if legacy is not None:

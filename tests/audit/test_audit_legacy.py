@@ -300,7 +300,7 @@ def test_self_made_broken_folders_are_refused_with_one_line(cli, tmp_path, damag
 def test_import_needs_exactly_one_source(cli, tmp_path):
     assert cli("import").exit_code == 2
     both = cli("import", tmp_path / "x.jsonl", "--legacy", WORKSPACE, "--json")
-    assert both.exit_code == 2 and "either bundle FILEs or --legacy DIR" in both.json()["error"]
+    assert both.exit_code == 2 and "either a bundle FILE or --legacy DIR" in both.json()["error"]
     assert cli("import", "--legacy", tmp_path / "nowhere").exit_code == 2
     alone = cli("import", tmp_path / "x.jsonl", "--workspace", tmp_path)
     assert alone.exit_code == 2 and alone.stderr == "Error: --workspace goes with --legacy DIR\n"
