@@ -331,9 +331,21 @@ def import_(
     if key is not None and note is None:
         raise InputError("--verifier-key checks the signature of a --checkpoint; name one")
     paths = [input_path(file, "FILE") for file in files]
+    show = len(paths) > 1 and not as_json and sys.stderr.isatty()
+
+    def on_progress(done: int, total: int) -> None:
+        if show:
+            progress(f"\rimporting {done}/{total} bundles")
+
     results = import_bundles(
-        open_store(ctx, create=True), paths, pinned_note=note, verifier_key=key
+        open_store(ctx, create=True),
+        paths,
+        pinned_note=note,
+        verifier_key=key,
+        on_progress=on_progress,
     )
+    if show:
+        progress("\n")
     bodies = [
         {
             "status": "imported" if result.events_imported else "unchanged",

@@ -106,7 +106,9 @@ def copy(
 
     def on_progress(done: int, total: int) -> None:
         if show_progress and total:
-            progress(f"\rcopying {done}/{total} events")
+            # the events are in; the indexes, blobs and read-back take a few seconds more
+            after = "; copying blobs, building indexes, reading back" if done >= total else ""
+            progress(f"\rcopying {done}/{total} events{after}")
 
     result = copy_ledger(source, target, on_progress=on_progress)
     if show_progress:

@@ -26,7 +26,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -694,6 +694,7 @@ def import_bundles(
     pinned_note: str | None = None,
     verifier_key: str | None = None,
     workers: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[ImportResult]:
     """`import_bundle` of each bundle in the order given, all in one transaction: every
     bundle is imported, or (one refused) none is, and the refusal names that bundle.
@@ -703,7 +704,7 @@ def import_bundles(
     `PARALLEL_MIN_BYTES` of them, one per idle CPU besides this one's, at most
     `MAX_IMPORT_WORKERS`); the checks, refusals and their words are those of a check in
     this process. The ledger's write lock is held from the first checked bundle to the last
-    one written."""
+    one written. `on_progress(bundles written, bundles)` is told after each bundle."""
     paths = [Path(p) for p in paths]
     count = _import_workers(paths) if workers is None else workers
     checked: Iterator[tuple[bool, Any]]
@@ -731,6 +732,8 @@ def import_bundles(
             if conn is None:
                 conn = stack.enter_context(store.transaction(write=True))
             results.append(_append(store, conn, origin, content))
+            if on_progress is not None:
+                on_progress(len(results), len(paths))
     return results
 
 

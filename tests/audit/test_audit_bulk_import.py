@@ -71,6 +71,18 @@ def test_several_bundles_import_together(db_url, other_url, tmp_path, workers):
     assert event_count(other_url) == sum(sizes)
 
 
+def test_progress_is_told_after_each_bundle_written(tmp_path, workers):
+    build_ledger(tmp_path / "src")
+    paths = _exported(f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}", tmp_path)
+    told: list[tuple[int, int]] = []
+    store = Store(f"sqlite:///{tmp_path / 'target.sqlite3'}")
+    bundle.import_bundles(
+        store, [*paths, paths[0]], workers=workers, on_progress=lambda *a: told.append(a)
+    )
+    store.close()
+    assert told == [(1, 3), (2, 3), (3, 3)]
+
+
 def test_the_same_ledger_whether_checked_here_or_apart(tmp_path, monkeypatch):
     build_ledger(tmp_path / "src")
     source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
