@@ -30,6 +30,7 @@ from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.inputs.jsonio import plural
 from ledger.integrity import merkle
 from ledger.integrity.hashing import ZERO_HASH
+from ledger.integrity.inprocesses import process_context
 from ledger.integrity.verify import PARALLEL_MIN_EVENTS, LedgerCheck, ReplayStop, idle_cpus
 from ledger.store.eventstore import PAYLOAD_AT, Store, StoredEvent, event_row
 from ledger.store.transfer import (
@@ -180,13 +181,7 @@ def _copy_checked_apart(job: _Copying) -> Copied | None:
     None, with nothing written, where that process could not start or
     sees another source than this one (its event count and seq bounds differ): then the
     caller copies in this process. A refusal it sends is raised here, word for word."""
-    import multiprocessing
-    import threading
-
-    method = "fork" if threading.active_count() == 1 else "spawn"
-    if method not in multiprocessing.get_all_start_methods():
-        method = "spawn"
-    ctx = multiprocessing.get_context(method)
+    ctx = process_context()
     # a few pages in flight: the checker goes on while this process writes the last one
     channel = ctx.Queue(maxsize=QUEUED_PAGES)
     process = ctx.Process(

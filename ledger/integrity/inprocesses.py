@@ -1,4 +1,5 @@
-"""Independent checks run in worker processes, their results taken in order.
+"""Work in other processes: how they are started, and independent checks run in worker
+processes with their results taken in order.
 
 A bulk `import` checks each bundle on its own (the file alone decides whether it verifies),
 so the bundles after the one being written can be checked meanwhile on other CPUs. The
@@ -28,7 +29,7 @@ def results_in_order(
     from concurrent.futures import ProcessPoolExecutor
 
     try:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=process_context())
     except (OSError, ValueError):
         yield from ((False, None) for _ in jobs)
         return
@@ -52,9 +53,10 @@ def results_in_order(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _context() -> Any:
-    """`fork` where this process runs one thread (a fork copies only the calling thread,
-    and starts in milliseconds), else `spawn`."""
+def process_context() -> Any:
+    """The multiprocessing context every worker process starts in: `fork` where this
+    process runs one thread (a fork copies only the calling thread, and starts in
+    milliseconds), else `spawn`."""
     import multiprocessing
 
     method = "fork" if threading.active_count() == 1 else "spawn"

@@ -695,14 +695,11 @@ def _replay_in_processes(
     the caller replays in its own process, which says why, or replays what it sees.
     `meanwhile` runs here once the workers have started; when it returns False they are
     stopped and None is returned."""
-    import multiprocessing
-    import threading
     from multiprocessing.connection import wait
 
-    method = "fork" if threading.active_count() == 1 else "spawn"
-    if method not in multiprocessing.get_all_start_methods():
-        method = "spawn"
-    ctx = multiprocessing.get_context(method)
+    from ledger.integrity.inprocesses import process_context
+
+    ctx = process_context()
     processes, counters, pending = [], [], {}
     found: dict[int, Any] = {}
     count = plan.parts

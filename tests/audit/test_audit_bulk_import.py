@@ -12,7 +12,7 @@ import pytest
 from audit_kit import build_ledger, event_count, stream_rows
 
 from ledger.integrity import bundle
-from ledger.integrity.inprocesses import _context, results_in_order
+from ledger.integrity.inprocesses import process_context, results_in_order
 from ledger.integrity.verify import BAD_HASH
 from ledger.store.eventstore import Store
 
@@ -194,7 +194,7 @@ def _dies_on_a(path, *args):
 def test_a_bundle_whose_worker_dies_is_checked_here(tmp_path, monkeypatch):
     """A worker process that fails otherwise than by a refusal leaves its bundle (and any
     not yet checked) to the importing process: the import is the same."""
-    assert _context().get_start_method() == "fork"  # the patched function reaches the child
+    assert process_context().get_start_method() == "fork"  # the patched function reaches the child
     build_ledger(tmp_path / "src")
     source = f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}"
     paths = _exported(source, tmp_path)
