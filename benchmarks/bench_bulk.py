@@ -349,6 +349,7 @@ def measure(folder: Path, *, runs: int, repeats: int) -> Section:
         section.notes.append(f"pyeventsourcing: skipped ({python}).")
         return section
     peer_rows = []
+    named = {"import": "import", "import_all": "import, one command", "copy": "copy"}
     for key, label, ours in (
         ("peer_per_run", "one save per run (as `import` of one bundle commits)", "import"),
         ("peer_batched", "~1,000-event saves", "import_all"),
@@ -362,9 +363,9 @@ def measure(folder: Path, *, runs: int, repeats: int) -> Section:
             [
                 label,
                 rate[key].show(),
-                f"{ours} {wall.show('{:.2f}')}",
+                f"{named[ours]} {wall.show('{:.2f}')}",
                 cpu[key].show("{:.0f}"),
-                f"{ours} {used.show('{:.2f}')}",
+                f"{named[ours]} {used.show('{:.2f}')}",
             ]
         )
     section.table(
