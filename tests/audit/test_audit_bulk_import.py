@@ -252,3 +252,32 @@ def test_an_event_id_another_run_holds_refuses_the_import(tmp_path):
         "version 1 in this ledger; nothing was imported\n"
     )
     assert event_count(url) == before
+
+
+@pytest.mark.parametrize("order", ["older-first", "newer-first"])
+def test_two_exports_of_one_run_in_one_command(tmp_path, workers, order):
+    """An earlier and a later export of the same run: whichever comes first, the run is
+    imported whole, once, with the source's events."""
+    from ledger.services.service import LedgerService
+
+    from campaign import Campaign
+
+    source_url = f"sqlite:///{tmp_path / 'source.sqlite3'}"
+    campaign = Campaign(tmp_path / "campaign", run_id="bundled-001")
+    source = LedgerService(Store(source_url), clock=audit_kit.Clock())
+    source.plan(campaign.config())
+    audit_kit.record(source, campaign, [16.0, 37.0, 23.0])
+    older = tmp_path / "older.jsonl"
+    bundle.export_run(source.store, "bundled-001", older)
+    audit_kit.record(source, campaign, [15.0, 37.0, 26.0])
+    newer = tmp_path / "newer.jsonl"
+    bundle.export_run(source.store, "bundled-001", newer)
+    source.store.close()
+    url = f"sqlite:///{tmp_path / 'target.sqlite3'}"
+    paths = [older, newer] if order == "older-first" else [newer, older]
+    result = CliRunner(url)("import", *paths, "--json")
+    assert result.exit_code == 0, result.stderr
+    counts = [b["events_imported"] for b in result.json()["bundles"]]
+    assert counts == ([7, 4] if order == "older-first" else [11, 0])
+    assert stream_rows(url, "bundled-001") == stream_rows(source_url, "bundled-001")
+    assert CliRunner(url)("verify").exit_code == 0
