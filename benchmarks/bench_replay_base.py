@@ -23,7 +23,6 @@ is not in the clone (a shallow clone), the section says so and measures nothing.
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -33,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_verify import run_child
-from benchmarks.common import ROOT, Section, Series, goal, progress, ratios, remove_sqlite
+from benchmarks.common import (
+    ROOT,
+    Section,
+    Series,
+    goal,
+    progress,
+    python_json,
+    ratios,
+    remove_sqlite,
+)
 from benchmarks.common import sqlite_url as url_of
 
 BASE = "665f4b8"  # the commit whose benchmark set the replay goal (issue 18)
@@ -117,17 +125,7 @@ def _base_tree(work: Path) -> Path | str:
 def _in_base(tree: Path, code: str, *args: str) -> dict[str, Any]:
     paths = [str(tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the base code ({BASE}) failed: {done.stderr.strip()[-2000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = python_json(["-c", code, *args], cwd=tree, env=env, what=f"the base code ({BASE})")
     if not Path(result["package"]).resolve().is_relative_to(tree.resolve()):
         raise RuntimeError(f"the base run imported {result['package']}, not {BASE}'s code")
     return result

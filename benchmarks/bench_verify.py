@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 import time
 from typing import Any
 
-from benchmarks.common import ROOT, Section, Series, goal, progress, ratios, rss_mib
+from benchmarks.common import ROOT, Section, Series, goal, progress, python_json, ratios, rss_mib
 
 MODES = ("floor", "chain", "replay1", "replay")
 
@@ -124,16 +123,9 @@ def child(mode: str, url: str) -> dict[str, Any]:
 
 
 def run_child(mode: str, url: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_verify", mode, url],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+    return python_json(
+        ["-m", "benchmarks.bench_verify", mode, url], cwd=ROOT, what=f"verify benchmark ({mode})"
     )
-    if out.returncode != 0:
-        raise RuntimeError(f"verify benchmark ({mode}) failed: {out.stderr.strip()[-2000:]}")
-    return json.loads(out.stdout)
 
 
 def measure(

@@ -50,6 +50,22 @@ class Series:
         return {"median": self.median, "min": self.low, "max": self.high, "n": len(self.values)}
 
 
+def python_json(
+    args: Sequence[str], *, cwd: Path, what: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run this interpreter with `args` in a process of its own and read the JSON object on
+    the last line it prints; RuntimeError naming `what` (with the end of stderr) when it
+    fails."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     """(seconds, result) of one call."""
     start = time.perf_counter()
