@@ -179,6 +179,14 @@ def _check_text(text: str, where: str) -> None:
         )
 
 
+def _refuse_depth(text: str, what: str, shown: str) -> None:
+    """InputError when `text` nests deeper than MAX_DEPTH outside its strings. A text with at
+    most MAX_DEPTH opening brackets (inside strings or not) cannot: most inputs have a few
+    dozen and skip the character loop."""
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(text, what, shown)
+
+
 def _check_depth(text: str, what: str, shown: str) -> None:
     depth = 0
     in_string = escaped = False
@@ -209,24 +217,26 @@ def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
         raise InputError(f"{what} {shown} is not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
         raise InputError(f"{what} {shown} is empty")
-    # The depth scan before parsing keeps the stdlib parser away from its recursion limit.
-    # A text with at most MAX_DEPTH opening brackets (inside strings or not) cannot nest
-    # deeper, and most inputs have a few dozen: they skip the character loop.
-    if text.count("[") + text.count("{") > MAX_DEPTH:
-        _check_depth(text, what, shown)
+    # Nesting beyond MAX_DEPTH is named as such, whatever else is wrong with the text: the
+    # parser stops at its recursion limit (a RecursionError, not a crash) and the value check
+    # refuses any container deeper than MAX_DEPTH, so a text that parses and passes is never
+    # too deep, and the character scan (slow, in Python) runs only once something failed.
     try:
         value = json.loads(
             text, parse_constant=_no_constants, object_pairs_hook=reject_duplicate_keys
         )
     except json.JSONDecodeError as exc:
+        _refuse_depth(text, what, shown)
         raise InputError(
             f"{what} {shown} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
     except (ValueError, RecursionError) as exc:
+        _refuse_depth(text, what, shown)
         raise InputError(f"{what} {shown} is not valid JSON: {exc}") from None
     try:
         check_json_value(value)
     except ValueError as exc:
+        _refuse_depth(text, what, shown)
         raise InputError(f"{what} {shown} cannot be accepted: {exc}") from None
     return value
 

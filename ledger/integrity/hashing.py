@@ -77,6 +77,9 @@ _CONTAINERS = (dict, list, tuple)
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789:[", b"000000000,,")
 _LONG_START = b"," + b"0" * 16
 _LONG_NEGATIVE_START = b",-" + b"0" * 16
+# such a number in full: its sign, digits and what follows them ("." or an exponent: not an
+# integer), as the compact output writes it
+_LONG_NUMBER = re.compile(rb"(?<=[,:\[])-?([0-9]{16,})([.eE]?)")
 _ORJSON_INTEGRAL = re.compile(rb"\.0[,\]}]")
 _ORJSON_NEGATIVE_EXPONENT = re.compile(rb"e-[0-9]")
 _NEGATIVE_ZERO = re.compile(rb"-0\.0(?!\d)")
@@ -199,7 +202,23 @@ def _orjson_writes_rfc8785(data: bytes) -> bool:
     if b"+" in data or _ORJSON_NEGATIVE_EXPONENT.search(data) is not None:
         return False
     digits = data.translate(_DIGITS_AS_ZERO)  # also ":" and "[" as ","
-    return _LONG_START not in digits and _LONG_NEGATIVE_START not in digits
+    if _LONG_START in digits or _LONG_NEGATIVE_START in digits:
+        return _long_numbers_safe(data)
+    return True
+
+
+def _long_numbers_safe(data: bytes) -> bool:
+    """True when every number of 16 digits or more in an encoder's compact output (a digit
+    run after ",", ":" or "[", maybe after "-") is an integer within ±(2^53-1): exactly a
+    double, which RFC 8785 writes as its digits, as the encoders do (the run-time settings
+    that write such an integer, `min_samples` of a run decided on medians, are one of them).
+    A fraction, an exponent or a longer integer: False. A string holding such text raises a
+    false alarm (False), never a wrong answer."""
+    for match in _LONG_NUMBER.finditer(data):
+        digits, after = match.groups()
+        if after or len(digits) > 16 or int(digits) > MAX_SAFE_INTEGER:
+            return False
+    return True
 
 
 def _repaired(text: str) -> bytes | None:
@@ -225,8 +244,12 @@ def _repaired_utf8(data: bytes) -> bytes | None:
         return None  # exponent notation
     if b"-0.0" in outside and _NEGATIVE_ZERO.search(outside):
         return None
-    if len(outside) >= 16 and _LONG_START in outside.translate(_DIGITS_AS_ZERO, b"-"):
-        return None  # an integer of 16 or more digits, which may be beyond 2^53-1
+    if (
+        len(outside) >= 16
+        and _LONG_START in outside.translate(_DIGITS_AS_ZERO, b"-")
+        and not _long_numbers_safe(outside)
+    ):
+        return None  # a number of 16 or more digits that may be beyond 2^53-1
     ends = [(old, new) for old, new in _INTEGRAL_ENDS if old in outside]
     if ends:
         if all(outside.count(old) == data.count(old) for old, _ in ends):

@@ -264,6 +264,37 @@ def test_ordinary_payloads_take_the_orjson_path():
     assert _orjson_writes_rfc8785(plain)  # read back by the quick scans alone
 
 
+def test_integers_up_to_2_53_minus_1_take_the_fast_paths():
+    """A run decided on medians plans with `min_samples` 2^53-1: its RunPlanned payload is
+    written and read back by the fast paths, as the oracle writes it."""
+    payload = {"statistics": {"bootstrap": "smoothed", "min_samples": 2**53 - 1}, "n": -(2**53 - 1)}
+    expected = rfc8785.dumps(payload)
+    assert expected == b'{"n":-9007199254740991,"statistics":{"bootstrap":"smoothed",' + (
+        b'"min_samples":9007199254740991}}'
+    )
+    assert _orjson_canonical(payload) == expected
+    assert _fast_canonical(payload) == expected
+    assert _orjson_writes_rfc8785(expected)
+    assert parse_canonical(expected) == payload
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [2**53],  # beyond: the oracle refuses it
+        [-(2**53)],
+        [1234567890123456.5],  # 16 digits, then a fraction
+        [12345678901234567],  # 17 digits
+        [9007199254740991.0],  # an integral float of 16 digits: left to the oracle
+    ],
+)
+def test_other_numbers_of_16_digits_or_more_leave_the_fast_paths(value):
+    assert _orjson_canonical(value) is None
+    assert _fast_canonical(value) is None
+    written = orjson.dumps(value)
+    assert not _orjson_writes_rfc8785(written)
+
+
 @pytest.mark.parametrize(
     "data",
     [
