@@ -33,6 +33,7 @@ from benchmarks import (
     bench_append,
     bench_bulk,
     bench_history,
+    bench_legacy,
     bench_record,
     bench_replay_base,
     bench_serve,
@@ -46,6 +47,7 @@ from benchmarks.workload import Shape
 NAMES = (
     "append",
     "bulk",
+    "legacy",
     "record",
     "verify",
     "replay-base",
@@ -151,6 +153,10 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
     if "bulk" in selected:
         t0 = time.perf_counter()
         timed(bench_bulk.measure(work / "bulk", runs=30 if quick else 120, repeats=reps), t0)
+    if "legacy" in selected:
+        t0 = time.perf_counter()
+        runs = 12 if quick else 60
+        timed(bench_legacy.measure(work / "legacy", runs=runs, rounds=20, repeats=reps), t0)
     ledgers = None
     if {"record", "verify", "history", "serve"} & set(selected):
         t0 = time.perf_counter()

@@ -4,6 +4,7 @@ carry a run to another ledger, and gate a merge on it."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,6 +19,9 @@ from cli.common import (
     run_use_case,
 )
 from cli.output import emit_json, error, plural, progress, say, terminal_safe
+
+if TYPE_CHECKING:
+    from ledger.services.legacy import LegacyResult
 
 CHECKPOINT = typer.Option(
     None,
@@ -285,10 +289,16 @@ def export(
 def import_(
     ctx: typer.Context,
     files: list[str] = typer.Argument(
-        None, metavar="FILE...", help="Bundles written by export, imported in this order."
+        None,
+        metavar="FILE...",
+        help="Bundles written by export (with --legacy: more run folders), imported in this order.",
     ),
-    legacy: str = typer.Option(
-        None, "--legacy", metavar="DIR", help="A run folder of the JSON-file controller."
+    legacy: list[str] = typer.Option(
+        None,
+        "--legacy",
+        metavar="DIR",
+        help="A run folder of the JSON-file controller; with --legacy, each FILE is another "
+        "run folder (--legacy optimization/*).",
     ),
     workspace: str = typer.Option(
         None,
@@ -302,27 +312,32 @@ def import_(
     as_json: bool = JSON,
 ) -> None:
     """Import runs: bundles (same event hashes; importing again changes nothing) or, with
-    --legacy, a JSON-file controller's run folder replayed and re-decided.
+    --legacy, JSON-file controller run folders replayed and re-decided (importing a folder
+    again adds only the rounds recorded since).
 
     Anything that does not verify or disagrees with a replay is refused (exit 2) and nothing
-    is written: several bundles are imported together or not at all, and the bundles after
-    the one being written are checked meanwhile in other processes. --checkpoint pins each
-    bundle to a checkpoint of the ledger it came from (as verify --bundle --checkpoint
-    does), --verifier-key also requires its signature.
+    is written: several bundles or folders are imported together or not at all, and the
+    ones after the one being written are checked meanwhile in other processes. --checkpoint
+    pins each bundle to a checkpoint of the ledger it came from (as verify --bundle
+    --checkpoint does), --verifier-key also requires its signature.
 
-    Example: kernel-ledger import softmax-demo-001.bundle.jsonl
+    Example:
+
+    \b
+        kernel-ledger import softmax-demo-001.bundle.jsonl
+        kernel-ledger import --legacy optimization/* --workspace .
     """
     from ledger.errors import InputError
 
     files = files or []
-    if bool(files) == (legacy is not None):
+    if not legacy and not files:
         raise InputError("name either a bundle FILE or --legacy DIR")
-    if workspace is not None and legacy is None:
+    if workspace is not None and not legacy:
         raise InputError("--workspace goes with --legacy DIR")
-    if legacy is not None:
+    if legacy:
         if checkpoint is not None or verifier_key is not None:
             raise InputError("--checkpoint and --verifier-key pin a bundle, not --legacy")
-        _import_legacy(ctx, legacy, workspace, as_json)
+        _import_legacy(ctx, [*legacy, *files], workspace, as_json)
         return
     from ledger.integrity.bundle import import_bundles
 
@@ -384,21 +399,32 @@ def import_(
             )
 
 
-def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_json: bool) -> None:
+def _import_legacy(
+    ctx: typer.Context, folders: list[str], workspace: str | None, as_json: bool
+) -> None:
     from ledger.errors import InputError
     from ledger.inputs.jsonio import display
-    from ledger.services.legacy import LegacyRejected, import_legacy
+    from ledger.services.legacy import LegacyRejected, import_legacies
 
     base = None
     if workspace is not None:
         base = input_path(workspace, "--workspace")
         if not base.is_dir():
             raise InputError(f"--workspace {display(base)} is not a folder")
+    paths = [input_path(folder, "--legacy") for folder in folders]
+    show = len(paths) > 1 and not as_json and sys.stderr.isatty()
+
+    def on_progress(done: int, total: int) -> None:
+        if show:
+            progress(f"\rimporting {done}/{total} run folders")
+
     try:
-        result = import_legacy(
-            open_store(ctx, create=True), input_path(legacy, "--legacy"), workspace=base
+        results = import_legacies(
+            open_store(ctx, create=True), paths, workspace=base, on_progress=on_progress
         )
     except LegacyRejected as exc:
+        if show:
+            progress("\n")
         if not as_json:
             raise
         error(exc.message, exc.exit_code, as_json=False)
@@ -412,13 +438,16 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
             }
         )
         raise typer.Exit(exc.exit_code) from None
+    if show:
+        progress("\n")
     if as_json:
-        emit_json(
+        bodies = [
             {
                 "status": result.status,
                 "run_id": result.run_id,
                 "rounds": result.rounds,
                 "events": result.events,
+                "events_imported": result.events_imported,
                 "decisions": result.decisions,
                 "concluded": result.concluded,
                 "conclusion": result.conclusion,
@@ -427,9 +456,35 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
                 "reopened_rounds": result.reopened_rounds,
                 "notes": result.notes,
             }
-        )
+            for result in results
+        ]
+        if len(bodies) == 1:
+            emit_json(bodies[0])
+        else:
+            imported = sum(body["events_imported"] for body in bodies)
+            emit_json(
+                {
+                    "status": "imported" if imported else "unchanged",
+                    "runs": bodies,
+                    "events_imported": imported,
+                }
+            )
         return
-    if result.status == "imported":
+    for result in results:
+        _say_legacy(result)
+
+
+def _say_legacy(result: LegacyResult) -> None:
+    if result.status == "unchanged":
+        say(f"legacy run {result.run_id} is already in the ledger; nothing to import")
+    elif result.events_imported < result.events:
+        say(
+            f"legacy run {result.run_id} was in the ledger up to event "
+            f"{result.events - result.events_imported}; imported the "
+            f"{plural(result.events_imported, 'event')} its folder has gained since, now "
+            f"{plural(result.rounds, 'round')} ({', '.join(result.decisions) or 'none'})"
+        )
+    else:
         concluded = ""
         if result.reopened_rounds:
             concluded = (
@@ -443,8 +498,6 @@ def _import_legacy(ctx: typer.Context, legacy: str, workspace: str | None, as_js
             f"({', '.join(result.decisions) or 'none'}), {plural(result.events, 'event')}"
             + concluded
         )
-    else:
-        say(f"legacy run {result.run_id} is already in the ledger; nothing to import")
     for note in result.notes:
         say(f"  note: {note}")
 

@@ -202,20 +202,27 @@ def _row(
     return row
 
 
-def run_scenario(ws: Workspace, sc: Scenario) -> list[dict[str, Any]]:
-    """Plan, record and analyze the scenario with the controller; its stdout per step."""
+def run_scenario(
+    ws: Workspace, sc: Scenario, *, start: int = 1, stop: int | None = None
+) -> list[dict[str, Any]]:
+    """Plan, record and analyze the scenario with the controller; its stdout per step. With
+    `start` and `stop`, only its rounds from `start` to `stop` (the plan with round 1), so a
+    campaign can go on after its folder was imported."""
     ids = [c for c, _ in sc.cases]
+    stop = len(sc.rounds) if stop is None else stop
+    if start > 1:
+        return _record_rounds(ws, sc, ids, range(start, stop + 1))
     parent = f"{sc.name}-workflow"
-    start = ws.kernel(f"{sc.name}/v0.py", f"# {sc.name} starting kernel\nBLOCK = 64\n")
+    first = ws.kernel(f"{sc.name}/v0.py", f"# {sc.name} starting kernel\nBLOCK = 64\n")
     config = {
         "schema_version": 1,
         "run_id": sc.run_id,
         "parent_run_id": parent,
         "op_name": "softmax",
-        "kernel": {"path": start},
+        "kernel": {"path": first},
         "validation_manifest": ws.manifest(
             f"{sc.name}/baseline",
-            start,
+            first,
             ids,
             run_id=f"{sc.name}-v0",
             parent=parent,
@@ -243,7 +250,15 @@ def run_scenario(ws: Workspace, sc: Scenario) -> list[dict[str, Any]]:
     steps = [
         ws.controller("plan", "--output-dir", sc.folder, "--config", f"configs/{sc.name}.json")
     ]
-    for n, rnd in enumerate(sc.rounds, start=1):
+    return steps + _record_rounds(ws, sc, ids, range(1, stop + 1))
+
+
+def _record_rounds(
+    ws: Workspace, sc: Scenario, ids: list[str], numbers: range
+) -> list[dict[str, Any]]:
+    steps = []
+    for n in numbers:
+        rnd = sc.rounds[n - 1]
         if n - 1 in sc.analyze_after:
             steps.append(ws.controller("analyze", "--output-dir", sc.folder))
         if n > sc.max_rounds:
@@ -287,7 +302,7 @@ def run_scenario(ws: Workspace, sc: Scenario) -> list[dict[str, Any]]:
                 "record", "--output-dir", sc.folder, "--result", f"rounds/{sc.name}/round-{n}.json"
             )
         )
-    if len(sc.rounds) in sc.analyze_after:
+    if numbers.stop - 1 == len(sc.rounds) and len(sc.rounds) in sc.analyze_after:
         steps.append(ws.controller("analyze", "--output-dir", sc.folder))
     return steps
 

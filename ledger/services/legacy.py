@@ -46,16 +46,19 @@ content, so importing the same folder again writes nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ledger.core import projections
 from ledger.core.controller import conclusion_event
-from ledger.core.events import Event, RoundDecided, RunPlanned, RunReopened
+from ledger.core.events import Event, RoundDecided, RoundSubmitted, RunPlanned, RunReopened
 from ledger.core.evidence import RunEvidence
 from ledger.core.projections import RunView
 from ledger.core.round import admit, round_events
@@ -70,7 +73,7 @@ from ledger.inputs.models import (
     resolve,
     validate_model,
 )
-from ledger.integrity.hashing import sha256_hex
+from ledger.integrity.hashing import event_hash, sha256_hex
 from ledger.services.service import (
     checked_round,
     plan_events,
@@ -79,7 +82,7 @@ from ledger.services.service import (
     submitted_event,
 )
 from ledger.store import audit_store
-from ledger.store.eventstore import Store
+from ledger.store.eventstore import ZERO_HASH, Store, StoredEvent
 
 CONFIG = "optimization-config.json"
 STATE = "state.json"
@@ -117,6 +120,20 @@ class LegacyResult:
     legacy_files: dict[str, str] = field(default_factory=dict)  # name -> sha256
     reopened_rounds: list[int] = field(default_factory=list)  # recorded after the conclusion
     notes: list[str] = field(default_factory=list)  # what the import read differently
+    events_imported: int = 0  # written now: all of `events`, those after an earlier import, or 0
+
+
+@dataclass(frozen=True)
+class ReplayedFolder:
+    """A run folder replayed, that agreed with its replay: its run's events sealed as this
+    ledger stores them (`_sealed`), kernel sources, the run's view after them, and the
+    result to report once written."""
+
+    folder: Path
+    result: LegacyResult
+    records: list[StoredEvent]
+    blobs: list[bytes]
+    view: RunView
 
 
 @dataclass
@@ -221,13 +238,22 @@ def _replay_folder(
     return replay, conclusion, reopened
 
 
-def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) -> LegacyResult:
-    """Replay the folder; append its events in one transaction if everything agrees.
-    Relative paths in its files resolve against `workspace` (default: the working
-    directory), where the controller ran."""
+def replay_legacy(folder: Path, *, workspace: Path | None = None) -> ReplayedFolder:
+    """Replay the folder and compare every recorded decision, figure and state field with
+    the replay: its run, sealed as this ledger stores it, when everything agrees; else
+    `LegacyRejected` naming every disagreement (or `InputError` for a file that cannot be
+    read). Relative paths in its files resolve against `workspace` (default: the working
+    directory), where the controller ran. Reads the folder's files, writes nothing."""
     folder = Path(folder).absolute()
     if not folder.is_dir():
+        if folder.is_file():
+            raise InputError(
+                f"--legacy {display(folder)} is a file, not a run folder (a bundle is imported "
+                "without --legacy)"
+            )
         raise InputError(f"--legacy {display(folder)} is not a folder")
+    if not (folder / CONFIG).exists():
+        _not_a_run_folder(folder)
     files = {
         name: read_json(folder / name, f"legacy {name}")
         for name in (CONFIG, STATE, ROUNDS, MANIFEST)
@@ -258,16 +284,13 @@ def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) 
         )
     if replay.problems:
         raise LegacyRejected(run_id, folder, replay.problems)
-    items = [(_event_id(run_id, v, e), e, at) for v, (e, at) in enumerate(replay.items, start=1)]
-    with store.transaction(write=True) as conn:
-        written = audit_store.append_at(store, conn, run_id, items, replay.blobs)
     view = replay.view
     assert view is not None
-    return LegacyResult(
+    result = LegacyResult(
         run_id=run_id,
-        status="imported" if written else "unchanged",
+        status="unchanged",
         rounds=view.run.rounds_recorded,
-        events=len(items),
+        events=len(replay.items),
         decisions=[r.decision for r in view.rounds],
         concluded=view.concluded,
         conclusion=conclusion,
@@ -276,12 +299,218 @@ def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) 
         reopened_rounds=reopened,
         notes=notes,
     )
+    return ReplayedFolder(folder, result, _sealed(run_id, replay.items), replay.blobs, view)
 
 
-def _event_id(run_id: str, version: int, event: Event) -> str:
+def _not_a_run_folder(folder: Path) -> None:
+    """Refuse a folder without the controller's configuration, saying so plainly, and naming
+    the run folders in it when it is the folder that holds them (`optimization/`)."""
+    held = (
+        sorted(p.name for p in folder.iterdir() if (p / CONFIG).is_file())
+        if _listable(folder)
+        else []
+    )
+    if held:
+        raise InputError(
+            f"--legacy {display(folder)} is not a run folder (no {CONFIG}); it holds "
+            f"{plural(len(held), 'run folder')} ({', '.join(map(display, held[:3]))}"
+            f"{', ...' if len(held) > 3 else ''}): name them, as in --legacy "
+            f"{display(folder)}/*"
+        )
+    raise InputError(f"--legacy {display(folder)} is not a run folder: it has no {CONFIG}")
+
+
+def _listable(folder: Path) -> bool:
+    try:
+        next(iter(folder.iterdir()), None)
+    except OSError:
+        return False
+    return True
+
+
+def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) -> LegacyResult:
+    """Replay the folder (`replay_legacy`); append its events in one transaction if
+    everything agrees."""
+    return import_legacies(store, [folder], workspace=workspace)[0]
+
+
+# a bulk legacy import replays its folders in other processes from this many on: a folder
+# takes ~20-30 ms to replay, and a process ~50 ms to start
+PARALLEL_MIN_FOLDERS = 8
+MAX_LEGACY_WORKERS = 8
+
+
+def import_legacies(
+    store: Store,
+    folders: Sequence[Path],
+    *,
+    workspace: Path | None = None,
+    workers: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[LegacyResult]:
+    """`import_legacy` of each folder in the order given, all in one transaction: every run
+    is imported, or (one folder refused) none is, and the refusal names that folder.
+
+    Each folder is replayed on its own (its files alone decide it), so while this process
+    writes one run, `workers` other processes replay the next folders (0: none; by default,
+    from `PARALLEL_MIN_FOLDERS` folders, one per idle CPU besides this one's, at most
+    `MAX_LEGACY_WORKERS`). A folder whose replay did not come back from a worker, refused
+    or otherwise, is replayed here, so every refusal reads as in one process. A run this
+    ledger holds already is left as it is when the folder gives the same events, and gets
+    the events after them when the folder has gone on since (rounds recorded since it was
+    imported); a run here with other events is refused. `on_progress(folders written,
+    folders)` is told after each."""
+    folders = [Path(f) for f in folders]
+    count = _legacy_workers(folders) if workers is None else workers
+    replayed: Iterator[tuple[bool, Any]]
+    if count >= 1 and len(folders) > 1:
+        from ledger.integrity.inprocesses import results_in_order
+
+        jobs = [(folder, workspace) for folder in folders]
+        replayed = results_in_order(_replayed_apart, jobs, count, window=2 * count)
+    else:
+        replayed = iter(())
+    results = []
+    with ExitStack() as stack:
+        if isinstance(replayed, Generator):  # a refusal stops the workers before it is raised
+            stack.callback(replayed.close)
+        conn = None
+        for folder in folders:
+            done, outcome = next(replayed, (False, None))
+            run = outcome if done and outcome is not None else None
+            if run is None:  # replayed here: no process did, or it did not agree
+                run = replay_legacy(folder, workspace=workspace)
+            if conn is None:
+                conn = stack.enter_context(store.transaction(write=True))
+            results.append(_write(store, conn, run))
+            if on_progress is not None:
+                on_progress(len(results), len(folders))
+    return results
+
+
+def _legacy_workers(folders: Sequence[Path]) -> int:
+    """Processes to replay the folders of a bulk legacy import in: one per CPU idle besides
+    this process's, from `PARALLEL_MIN_FOLDERS` folders; else 0."""
+    if len(folders) < PARALLEL_MIN_FOLDERS:
+        return 0
+    from ledger.integrity.verify import idle_cpus
+
+    return min(len(folders), MAX_LEGACY_WORKERS, idle_cpus() - 1)
+
+
+def _replayed_apart(folder: Path, workspace: Path | None) -> ReplayedFolder | None:
+    """`replay_legacy` in a worker process; None where it raised (the importing process then
+    replays the folder itself and raises the very same error)."""
+    try:
+        return replay_legacy(folder, workspace=workspace)
+    except Exception:
+        return None
+
+
+def _write(store: Store, conn: Any, run: ReplayedFolder) -> LegacyResult:
+    """Append a replayed run in the caller's transaction (see `import_legacies`)."""
+    run_id = run.result.run_id
+    records, view = run.records, run.view
+    present = store.read_stream(conn, run_id)
+    if present and _goes_on(present, records):
+        # the folder's earlier import, and the rounds recorded since on top of it
+        tail = records[len(present) :]
+        records = present + _sealed(
+            run_id, [], tail, version=len(present), parent=present[-1].event_hash
+        )
+        view = None  # folded from the events as they are stored
+    outcome = audit_store.import_run_verbatim(
+        store, conn, run_id, records, run.blobs, view, source=f"the folder {display(run.folder)}"
+    )
+    written = len(outcome.imported)
+    return replace(
+        run.result, status="imported" if written else "unchanged", events_imported=written
+    )
+
+
+def _goes_on(present: Sequence[StoredEvent], records: Sequence[StoredEvent]) -> bool:
+    """Whether the stored run is this folder's earlier import: the same events up to the
+    stored head but for the `rounds.json` each round was read from (`RoundSubmitted.result`:
+    the whole file, which grows by a round each time the controller records one); the
+    folder's events after them, if any, are new. The rounds' own documents
+    (`result_document`) and every other field must be the same."""
+    if len(records) < len(present):
+        return False
+    for mine, theirs in zip(present, records, strict=False):
+        # hashes chain in the parent's: once one event differs, every later hash does
+        if (mine.event_type, mine.schema_version, mine.recorded_at) != (
+            theirs.event_type,
+            theirs.schema_version,
+            theirs.recorded_at,
+        ):
+            return False
+        if mine.payload == theirs.payload:
+            continue
+        if mine.event_type != RoundSubmitted.event_type:
+            return False
+        a, b = json.loads(mine.payload), json.loads(theirs.payload)
+        if a.pop("result", None) is None or b.pop("result", None) is None or a != b:
+            return False
+    return True
+
+
+def _sealed(
+    run_id: str,
+    items: Sequence[tuple[Event, str]],
+    records: Sequence[StoredEvent] = (),
+    *,
+    version: int = 0,
+    parent: str = ZERO_HASH,
+) -> list[StoredEvent]:
+    """The run's events after `version` (whose event hash is `parent`) as this ledger stores
+    them (canonical payload, content id, parent and event hash; `seq` 0 until written),
+    exactly as `Store.write` would seal them, so the run is written through the verbatim
+    path in one pass: `items` (events and their times), or `records` sealed before, moved
+    onto this chain."""
+    out = []
+    payloads = (
+        [
+            (event.event_type, event.schema_version, at, event.canonical_payload())
+            for event, at in items
+        ]
+        if items
+        else [(r.event_type, r.schema_version, r.recorded_at, r.payload) for r in records]
+    )
+    for event_type, schema_version, at, payload in payloads:
+        version += 1
+        event_id = _event_id_of(run_id, version, event_type, payload)
+        digest = event_hash(
+            stream_id=run_id,
+            stream_version=version,
+            event_id=event_id,
+            event_type=event_type,
+            schema_version=schema_version,
+            recorded_at=at,
+            parent_hash=parent,
+            payload=payload,
+        )
+        out.append(
+            StoredEvent(
+                0,
+                event_id,
+                run_id,
+                version,
+                event_type,
+                schema_version,
+                at,
+                payload,
+                parent,
+                digest,
+            )
+        )
+        parent = digest
+    return out
+
+
+def _event_id_of(run_id: str, version: int, event_type: str, payload: bytes) -> str:
     """A content-derived id: the same folder imports as the very same events."""
-    digest = sha256_hex(event.canonical_payload())
-    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{run_id}\n{version}\n{event.event_type}\n{digest}"))
+    digest = sha256_hex(payload)
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{run_id}\n{version}\n{event_type}\n{digest}"))
 
 
 def _time(value: Any, where: str) -> str:

@@ -1,5 +1,5 @@
-"""Store operations of the audit commands: stored checkpoints, verbatim imports of a run's
-events from a bundle, and appends that keep each event's original time (legacy imports).
+"""Store operations of the audit commands: stored checkpoints, and verbatim imports of a
+run's events as a bundle or a legacy folder's replay sealed them.
 
 Every function works inside a transaction the caller opened with `Store.transaction`, so an
 import is one transaction: all of it is written, or nothing.
@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, bindparam, func, select
 
 from ledger.core import projections
-from ledger.core.events import Event
 from ledger.core.projections import RunView
 from ledger.errors import InputError
-from ledger.store.eventstore import NewEvent, Store, StoredEvent
+from ledger.store.eventstore import Store, StoredEvent
 from ledger.store.tables import checkpoints, events
 
 
@@ -104,26 +103,29 @@ def import_run_verbatim(
     records: Sequence[StoredEvent],
     blobs: Sequence[bytes],
     view: RunView | None = None,
+    *,
+    source: str = "the bundle",
 ) -> ImportOutcome:
-    """Append one run's events exactly as another ledger stored them (same event ids,
-    versions, times, payload bytes, parent and event hashes); only `seq` is assigned here,
-    at the end of this ledger.
+    """Append one run's events exactly as they were sealed elsewhere (same event ids,
+    versions, times, payload bytes, parent and event hashes): by another ledger (a bundle)
+    or by a legacy folder's replay. Only `seq` is assigned here, at the end of this ledger.
 
-    `records` must be the run's chain from version 1 (the caller verified it), and `view`,
-    when given, the projection folded from all of them (the caller's replay did): then the
-    events are not parsed again here. Versions this ledger already holds must be the very
-    same events: then they are skipped, so importing again writes nothing. Any difference
-    is refused and nothing is written.
+    `records` must be the run's chain from version 1 (the caller verified or sealed it), and
+    `view`, when given, the projection folded from all of them (the caller's replay did):
+    then the events are not parsed again here. Versions this ledger already holds must be
+    the very same events: then they are skipped, so importing again writes nothing, and a
+    source that has gone on since adds the events after them. Any difference is refused
+    and nothing is written; `source` names where the events came from in that refusal.
     """
     if not records:
-        raise InputError("the bundle holds no events")
+        raise InputError(f"{source} holds no events")
     present = store.read_stream(conn, run_id)
     for mine, theirs in zip(present, records, strict=False):
         if mine.event_hash != theirs.event_hash or mine.event_id != theirs.event_id:
             raise InputError(
                 f"run {run_id!r} is already in this ledger with different content at version "
                 f"{mine.stream_version} (event {mine.event_hash[:16]}… here, "
-                f"{theirs.event_hash[:16]}… in the bundle); nothing was imported"
+                f"{theirs.event_hash[:16]}… in {source}); nothing was imported"
             )
     new = list(records[len(present) :])
     if not new:
@@ -133,7 +135,7 @@ def import_run_verbatim(
     )
     if new[0].stream_version != head_version + 1 or new[0].parent_hash != head_hash:
         raise InputError(
-            f"the bundle's events of run {run_id!r} do not continue this ledger's chain at "
+            f"{source}'s events of run {run_id!r} do not continue this ledger's chain at "
             f"version {head_version + 1}; nothing was imported"
         )
     clash = conn.execute(
@@ -144,7 +146,7 @@ def import_run_verbatim(
     ).first()
     if clash is not None:
         raise InputError(
-            f"event id {clash[0]} of the bundle is already used by run {clash[1]!r} version "
+            f"event id {clash[0]} of {source} is already used by run {clash[1]!r} version "
             f"{clash[2]} in this ledger; nothing was imported"
         )
     # the caller verified the bundle's hashes; the writer checks versions and parents
@@ -156,38 +158,6 @@ def import_run_verbatim(
         before = store.stored_projection(conn, run_id) if present else None
         store.save_view(conn, before, view)
     return ImportOutcome(run_id, rows, len(present))
-
-
-def append_at(
-    store: Store,
-    conn: Connection,
-    run_id: str,
-    items: Sequence[tuple[str, Event, str]],
-    blobs: Sequence[bytes],
-) -> list[StoredEvent]:
-    """Append a new run's events (event id, event, recorded_at), each keeping its own time,
-    with its kernel sources and projection rows, inside the caller's transaction.
-
-    An append whose event ids are all stored already with the same content is a retry and
-    writes nothing (the store's own idempotency rule)."""
-    batch = [NewEvent(event_id, event, at) for event_id, event, at in items]
-    before = store.read_stream(conn, run_id)
-    if before:
-        same = len(before) >= len(batch) and all(
-            (b.event_id, b.event_type, b.recorded_at, b.payload)
-            == (n.event_id, n.event.event_type, n.recorded_at, n.event.canonical_payload())
-            for b, n in zip(before, batch, strict=False)
-        )
-        if not same:
-            raise InputError(
-                f"run {run_id!r} is already in the ledger with different events; nothing was "
-                "imported"
-            )
-        return []  # imported before: a retry writes nothing
-    stored = store.append(conn, run_id, 0, batch)
-    store.put_blobs(conn, list(blobs))
-    _refold(store, conn, run_id, stored)
-    return stored
 
 
 def _refold(store: Store, conn: Connection, run_id: str, stream: Sequence[StoredEvent]) -> None:

@@ -297,14 +297,26 @@ def test_self_made_broken_folders_are_refused_with_one_line(cli, tmp_path, damag
     assert event_count(cli.db_url) == 0
 
 
-def test_import_needs_exactly_one_source(cli, tmp_path):
-    assert cli("import").exit_code == 2
-    both = cli("import", tmp_path / "x.jsonl", "--legacy", WORKSPACE, "--json")
-    assert both.exit_code == 2 and "either a bundle FILE or --legacy DIR" in both.json()["error"]
-    assert cli("import", "--legacy", tmp_path / "nowhere").exit_code == 2
+def test_import_needs_bundles_or_folders(cli, tmp_path):
+    nothing = cli("import")
+    assert nothing.exit_code == 2
+    assert nothing.stderr == "Error: name either a bundle FILE or --legacy DIR\n"
+    folder = WORKSPACE / "optimization" / "passed"
+    # with --legacy every FILE is one more run folder: a bundle among them is refused, and
+    # the folder before it is not imported either
+    bundle = tmp_path / "x.bundle.jsonl"
+    bundle.write_text("{}\n")
+    both = cli("import", bundle, "--legacy", folder, "--workspace", WORKSPACE, "--json")
+    assert both.exit_code == 2
+    assert both.json()["error"] == (
+        f"--legacy {bundle} is a file, not a run folder (a bundle is imported without --legacy)"
+    )
+    assert event_count(cli.db_url) == 0
+    nowhere = cli("import", "--legacy", tmp_path / "nowhere")
+    assert nowhere.exit_code == 2
+    assert nowhere.stderr == f"Error: --legacy {tmp_path / 'nowhere'} is not a folder\n"
     alone = cli("import", tmp_path / "x.jsonl", "--workspace", tmp_path)
     assert alone.exit_code == 2 and alone.stderr == "Error: --workspace goes with --legacy DIR\n"
-    folder = WORKSPACE / "optimization" / "passed"
     missing = cli("import", "--legacy", folder, "--workspace", tmp_path / "nowhere")
     assert missing.exit_code == 2
     assert missing.stderr == f"Error: --workspace {tmp_path / 'nowhere'} is not a folder\n"

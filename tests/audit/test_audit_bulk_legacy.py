@@ -1,0 +1,300 @@
+"""`import --legacy DIR...`: many run folders of the JSON-file controller in one command and
+one transaction, replayed meanwhile in worker processes; all of them or (one refused) none,
+in the words of a replay in one process. A folder imported before adds the rounds recorded
+since.
+
+The folders under tests/fixtures/legacy/workspace/ were written by the controller itself;
+folders that go on after an import are written by it here (skipped without the reference
+controller) and, self-made, by kernel-ledger's drop-in `triton-optimization`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import audit_kit
+import legacy_kit as kit
+import pytest
+from audit_kit import event_count, stream_rows
+
+from ledger.services import legacy
+from ledger.store.eventstore import Store
+
+from conftest import CliRunner
+
+WORKSPACE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy" / "workspace"
+FOLDERS = sorted(p for p in (WORKSPACE / "optimization").iterdir())
+other_url = audit_kit.other_url
+
+
+@pytest.fixture(params=[0, 2], ids=["replayed-here", "replayed-in-2-processes"])
+def workers(request, monkeypatch) -> int:
+    """Folders replayed in this process, or in two others (which an import chooses by itself
+    from `PARALLEL_MIN_FOLDERS` folders on idle CPUs)."""
+    monkeypatch.setattr(legacy, "_legacy_workers", lambda folders: request.param)
+    return request.param
+
+
+def _run_ids(folders) -> list[str]:
+    return [json.loads((f / "optimization-config.json").read_text())["run_id"] for f in folders]
+
+
+def _seqs(url: str) -> list[tuple[int, str, str, str]]:
+    store = Store(url)
+    with store.transaction() as conn:
+        rows = [(e.seq, e.stream_id, e.event_id, e.event_hash) for e in store.iter_events(conn)]
+    store.close()
+    return rows
+
+
+def test_every_controller_folder_in_one_command(db_url, other_url, workers):
+    cli = CliRunner(db_url)
+    result = cli("import", "--legacy", *FOLDERS, "--workspace", WORKSPACE, "--json")
+    assert result.exit_code == 0, result.stderr
+    body = result.json()
+    runs = body["runs"]
+    assert [r["run_id"] for r in runs] == _run_ids(FOLDERS)  # in the order given
+    assert all(r["status"] == "imported" for r in runs)
+    assert all(r["events_imported"] == r["events"] for r in runs)
+    assert body["status"] == "imported"
+    assert body["events_imported"] == sum(r["events"] for r in runs) == event_count(db_url)
+    assert cli("verify").exit_code == 0
+
+    # the same events as one folder per command, in the same order
+    single = CliRunner(other_url)
+    for folder in FOLDERS:
+        one = single("import", "--legacy", folder, "--workspace", WORKSPACE, "--json")
+        assert one.exit_code == 0, one.stderr
+        assert one.json() == runs[FOLDERS.index(folder)]
+    for run_id in _run_ids(FOLDERS):
+        assert stream_rows(other_url, run_id) == stream_rows(db_url, run_id)
+
+    again = cli("import", "--legacy", *FOLDERS, "--workspace", WORKSPACE, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert again.json()["status"] == "unchanged" and again.json()["events_imported"] == 0
+    assert {r["status"] for r in again.json()["runs"]} == {"unchanged"}
+    assert event_count(db_url) == body["events_imported"]
+
+
+def test_folders_as_a_shell_glob_names_them_relative_to_the_workspace(cli, monkeypatch):
+    monkeypatch.chdir(WORKSPACE)
+    result = cli("import", "--legacy", "optimization/passed", "optimization/reopened")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == (
+        "imported legacy run passed-001: 5 rounds (KEEP, DISCARD, NOISE, FAIL, KEEP), "
+        "23 events, concluded passed\n"
+        "imported legacy run reopened-001: 4 rounds (KEEP, DISCARD, FAIL, KEEP), 20 events, "
+        "concluded inconclusive, then reopened by rounds 3, 4 (recorded after analyze)\n"
+    )
+    twice = cli("import", "--legacy", "optimization/passed", "optimization/passed", "--json")
+    assert twice.exit_code == 0
+    assert [r["status"] for r in twice.json()["runs"]] == ["unchanged", "unchanged"]
+
+
+def test_the_same_folder_twice_in_one_command_is_imported_once(cli, workers):
+    passed = WORKSPACE / "optimization" / "passed"
+    result = cli("import", "--legacy", passed, passed, "--workspace", WORKSPACE, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [r["status"] for r in result.json()["runs"]] == ["imported", "unchanged"]
+    assert event_count(cli.db_url) == 23
+
+
+def _doctored(tmp_path: Path) -> Path:
+    """Self-made: a copy of the workspace whose `passed` folder records round 2 as KEEP."""
+    ws = tmp_path / "ws"
+    shutil.copytree(WORKSPACE, ws)
+    path = ws / "optimization" / "passed" / "rounds.json"
+    doc = json.loads(path.read_text())
+    doc["rounds"][1]["decision"] = "KEEP"
+    path.write_text(json.dumps(doc, indent=2))
+    return ws
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_self_made_one_refused_folder_writes_nothing_of_any(db_url, tmp_path, workers, where):
+    ws = _doctored(tmp_path)
+    good = [f for f in sorted((ws / "optimization").iterdir()) if f.name != "passed"]
+    bad = ws / "optimization" / "passed"
+    order = [bad, *good] if where == "first" else [*good, bad]
+    cli = CliRunner(db_url)
+    refused = cli("import", "--legacy", *order, "--workspace", ws)
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith(
+        f"Error: legacy run 'passed-001' in {bad} was not imported: 1 disagreement with a "
+        "replay: (1) round 2: recorded KEEP, but the rules give DISCARD"
+    )
+    assert refused.stderr.endswith("nothing was written\n") and refused.stderr.count("\n") == 1
+    assert refused.stdout == ""
+    assert event_count(db_url) == 0
+    as_json = cli("import", "--legacy", *order, "--workspace", ws, "--json")
+    assert as_json.exit_code == 2
+    body = as_json.json()
+    assert body["status"] == "error" and body["run_id"] == "passed-001"
+    assert body["disagreements"][0].startswith("round 2: recorded KEEP")
+    assert event_count(db_url) == 0
+
+
+def test_a_run_here_with_other_events_is_refused_with_the_whole_command(cli, tmp_path):
+    """Self-made: the same run ids in a copy whose kernel paths differ are other events."""
+    copy = tmp_path / "copy"
+    shutil.copytree(WORKSPACE, copy)
+    assert cli("import", "--legacy", WORKSPACE / "optimization" / "passed",
+               "--workspace", WORKSPACE).exit_code == 0  # fmt: skip
+    other = copy / "optimization" / "passed"
+    refused = cli(
+        "import", "--legacy", copy / "optimization" / "reopened", other, "--workspace", copy
+    )
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith(
+        "Error: run 'passed-001' is already in this ledger with different content at version 1"
+    )
+    assert refused.stderr.endswith(f"in the folder {other}); nothing was imported\n")
+    assert event_count(cli.db_url) == 23  # reopened-001 was not imported either
+
+
+def test_a_folder_that_holds_run_folders_is_named_with_them(cli):
+    parent = WORKSPACE / "optimization"
+    refused = cli("import", "--legacy", parent, "--workspace", WORKSPACE)
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        f"Error: --legacy {parent} is not a run folder (no optimization-config.json); it "
+        f"holds 9 run folders (analyzed-at-plan, diagnosis, exhausted, ...): name them, as "
+        f"in --legacy {parent}/*\n"
+    )
+    plain = cli("import", "--legacy", WORKSPACE / "kernels")
+    assert plain.stderr == (
+        f"Error: --legacy {WORKSPACE / 'kernels'} is not a run folder: it has no "
+        "optimization-config.json\n"
+    )
+
+
+def test_progress_is_told_after_each_folder_written(sqlite_url, workers):
+    told: list[tuple[int, int]] = []
+    store = Store(sqlite_url)
+    legacy.import_legacies(
+        store, FOLDERS[:3], workspace=WORKSPACE, on_progress=lambda *a: told.append(a)
+    )
+    store.close()
+    assert told == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_the_same_ledger_whether_replayed_here_or_apart(tmp_path, monkeypatch):
+    ledgers = []
+    for count in (0, 2):
+        monkeypatch.setattr(legacy, "_legacy_workers", lambda folders, count=count: count)
+        url = f"sqlite:///{tmp_path / f'imported-{count}.sqlite3'}"
+        result = CliRunner(url)("import", "--legacy", *reversed(FOLDERS), "--workspace", WORKSPACE)
+        assert result.exit_code == 0, result.stderr
+        ledgers.append(_seqs(url))
+    assert ledgers[0] == ledgers[1] and len(ledgers[0]) == event_count(url)
+
+
+def _not_replayed(folder: Path, workspace: Path | None) -> None:
+    return None
+
+
+def test_a_folder_a_worker_did_not_replay_is_replayed_here(sqlite_url, monkeypatch):
+    """A worker that fails (here: every one) leaves its folders to the importing process."""
+    monkeypatch.setattr(legacy, "_legacy_workers", lambda folders: 2)
+    monkeypatch.setattr(legacy, "_replayed_apart", _not_replayed)
+    store = Store(sqlite_url)
+    results = legacy.import_legacies(store, FOLDERS, workspace=WORKSPACE)
+    store.close()
+    assert [r.status for r in results] == ["imported"] * len(FOLDERS)
+    assert CliRunner(sqlite_url)("verify").exit_code == 0
+
+
+def test_the_parallel_replay_starts_from_enough_folders(monkeypatch):
+    from ledger.integrity import verify
+
+    monkeypatch.setattr(verify, "idle_cpus", lambda: 16)
+    few = [Path(f"f{i}") for i in range(legacy.PARALLEL_MIN_FOLDERS - 1)]
+    many = [Path(f"f{i}") for i in range(100)]
+    assert legacy._legacy_workers(few) == 0
+    assert legacy._legacy_workers(many) == legacy.MAX_LEGACY_WORKERS
+    monkeypatch.setattr(verify, "idle_cpus", lambda: 1)
+    assert legacy._legacy_workers(many) == 0
+
+
+# --- a folder that goes on after it was imported ------------------------------------------
+
+
+def _continued(cli, other_url, folder: Path, workspace: Path, go_on) -> None:
+    """Import `folder`, let the campaign go on (`go_on`), import it again: the events stored
+    stay as they are, and the folder's new events follow them, decided as a fresh import of
+    the folder decides them. Each round keeps the `rounds.json` it was read from: the file
+    of the first import for the rounds it held, the grown file for the new ones."""
+    first = cli("import", "--legacy", folder, "--workspace", workspace, "--json")
+    assert first.exit_code == 0, first.stderr
+    before = first.json()
+    run_id = before["run_id"]
+    kept = stream_rows(cli.db_url, run_id)
+    go_on()
+    again = cli("import", "--legacy", folder, "--workspace", workspace, "--json")
+    assert again.exit_code == 0, again.stderr
+    after = again.json()
+    assert after["status"] == "imported" and after["rounds"] > before["rounds"]
+    assert after["events_imported"] == after["events"] - before["events"] > 0
+    rows = stream_rows(cli.db_url, run_id)
+    assert rows[: len(kept)] == kept
+    fresh = CliRunner(other_url)
+    assert fresh("import", "--legacy", folder, "--workspace", workspace).exit_code == 0
+    new = [row[2:6] for row in rows[len(kept) :]]  # version, type, schema, time, payload
+    assert new == [row[2:6] for row in stream_rows(other_url, run_id)[len(kept) :]]
+    for ledger in (cli, fresh):
+        assert ledger("verify").exit_code == 0
+    history = cli("history", "--run", run_id, "--json").json()["rounds"]
+    assert [h["decision"] for h in history] == after["decisions"]
+    status = cli("status", "--run", run_id, "--json").json()["run"]
+    assert status == fresh("status", "--run", run_id, "--json").json()["run"]
+    text = cli("import", "--legacy", folder, "--workspace", workspace)
+    assert text.stdout == f"legacy run {run_id} is already in the ledger; nothing to import\n"
+    assert len(stream_rows(cli.db_url, run_id)) == after["events"]
+
+
+@pytest.mark.skipif(
+    not kit.reference_available(), reason=f"no reference controller at {kit.REFERENCE}"
+)
+@pytest.mark.parametrize("analyzed", [False, True], ids=["running", "analyzed-then-reopened"])
+def test_a_controller_folder_that_went_on_adds_its_new_rounds(cli, other_url, tmp_path, analyzed):
+    ws = kit.Workspace.create(tmp_path / "ws")
+    sc = kit.Scenario(
+        "goes-on",
+        [("a", 1.0), ("b", 2.0)],
+        [20.0, 40.0],
+        [kit.Round([19.0, 39.0]), kit.Round([19.5, 38.0]), kit.Round([18.0, 36.0])],
+        analyze_after=[2] if analyzed else [],
+    )
+    kit.run_scenario(ws, sc, stop=2)
+    if analyzed:
+        ws.controller("analyze", "--output-dir", sc.folder)
+        sc.analyze_after = []
+    _continued(
+        cli, other_url, ws.root / sc.folder, ws.root, lambda: kit.run_scenario(ws, sc, start=3)
+    )
+    history = cli("history", "--run", sc.run_id, "--json").json()["rounds"]
+    assert len(history) == 3
+    assert (["reopened"] in [h["flags"] for h in history]) is analyzed
+
+
+def test_self_made_a_drop_in_folder_that_went_on_adds_its_new_rounds(
+    cli, other_url, tmp_path, monkeypatch
+):
+    """The drop-in writes its folders as the controller does, from its own ledger."""
+    from benchmarks.campaign_files import FileCampaign
+    from cli import triton_optimization as drop_in
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNEL_LEDGER_DB", f"sqlite:///{tmp_path / 'drop-in.sqlite3'}")
+    campaign = FileCampaign(tmp_path / "inputs", "softmax-goes-on-001")
+    folder = tmp_path / "optimization" / "softmax-goes-on-001"
+    drop_in.plan(folder, config_path=campaign.config())
+
+    def rounds(count: int) -> None:
+        for _ in range(count):
+            path, medians = campaign.next_round()
+            campaign.recorded(drop_in.record(folder, result_path=path)["decision"], medians)
+
+    rounds(2)
+    _continued(cli, other_url, folder, tmp_path, lambda: rounds(3))
