@@ -60,6 +60,7 @@ def build_folders(root: Path, runs: int, rounds: int) -> list[Path]:
     from cli import triton_optimization as controller
 
     folders = []
+    root.mkdir(parents=True, exist_ok=True)
     with _inside(root, root / "drop-in.sqlite3"):
         for k in range(runs):
             run_id = f"softmax-legacy-{k:04d}"

@@ -217,6 +217,18 @@ def test_the_parallel_replay_starts_from_enough_folders(monkeypatch):
     assert legacy._legacy_workers(many) == 0
 
 
+def test_the_importer_replays_a_share_that_keeps_it_as_busy_as_a_worker():
+    from ledger.integrity.inprocesses import done_here
+
+    share = legacy.WRITE_PER_REPLAY  # it also writes every run: a fifth of a replay
+    assert done_here(10, 0, share) == set(range(10))
+    one = done_here(100, 1, share)
+    assert 0 in one and len(one) == 40  # the first, while the worker starts
+    assert sorted(one)[:4] == [0, 3, 5, 8]
+    assert len(done_here(100, 2, share)) == 20
+    assert done_here(100, 5, share) == set()
+
+
 # --- a folder that goes on after it was imported ------------------------------------------
 
 
