@@ -46,10 +46,11 @@ content, so importing the same folder again writes nothing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import uuid
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -299,7 +300,11 @@ def replay_legacy(folder: Path, *, workspace: Path | None = None) -> ReplayedFol
         reopened_rounds=reopened,
         notes=notes,
     )
-    return ReplayedFolder(folder, result, _sealed(run_id, replay.items), replay.blobs, view)
+    sealed = _sealed(
+        run_id,
+        ((e.event_type, e.schema_version, at, e.canonical_payload()) for e, at in replay.items),
+    )
+    return ReplayedFolder(folder, result, sealed, replay.blobs, view)
 
 
 def _not_a_run_folder(folder: Path) -> None:
@@ -355,16 +360,16 @@ def import_legacies(
     writes one run, `workers` other processes replay the next folders (0: none; by default,
     from `PARALLEL_MIN_FOLDERS` folders, one per idle CPU besides this one's, at most
     `MAX_LEGACY_WORKERS`); beside few workers this process replays a share of the folders
-    too (`inprocesses.done_here`). A folder whose replay did not come back from a worker, refused
-    or otherwise, is replayed here, so every refusal reads as in one process. A run this
+    too (`inprocesses.done_here`). A folder whose replay did not come back from a worker,
+    refused or otherwise, is replayed here, so every refusal reads as in one process. A run this
     ledger holds already is left as it is when the folder gives the same events, and gets
     the events after them when the folder has gone on since (rounds recorded since it was
     imported); a run here with other events is refused. `on_progress(folders written,
     folders)` is told after each."""
-    folders = [Path(f) for f in folders]
-    count = _legacy_workers(folders) if workers is None else workers
     from ledger.integrity.inprocesses import done_here, results_in_order
 
+    folders = [Path(f) for f in folders]
+    count = _legacy_workers(folders) if workers is None else workers
     here = done_here(len(folders), count if len(folders) > 1 else 0, WRITE_PER_REPLAY)
     replayed: Iterator[tuple[bool, Any]]
     if len(here) < len(folders):
@@ -422,9 +427,12 @@ def _write(store: Store, conn: Any, run: ReplayedFolder) -> LegacyResult:
     present = store.read_stream(conn, run_id)
     if present and _goes_on(present, records):
         # the folder's earlier import, and the rounds recorded since on top of it
-        tail = records[len(present) :]
+        tail = ((r.event_type, r.schema_version, r.recorded_at, r.payload) for r in records)
         records = present + _sealed(
-            run_id, [], tail, version=len(present), parent=present[-1].event_hash
+            run_id,
+            itertools.islice(tail, len(present), None),
+            version=len(present),
+            parent=present[-1].event_hash,
         )
         view = None  # folded from the events as they are stored
     outcome = audit_store.import_run_verbatim(
@@ -464,27 +472,17 @@ def _goes_on(present: Sequence[StoredEvent], records: Sequence[StoredEvent]) -> 
 
 def _sealed(
     run_id: str,
-    items: Sequence[tuple[Event, str]],
-    records: Sequence[StoredEvent] = (),
+    contents: Iterable[tuple[str, int, str, bytes]],
     *,
     version: int = 0,
     parent: str = ZERO_HASH,
 ) -> list[StoredEvent]:
-    """The run's events after `version` (whose event hash is `parent`) as this ledger stores
-    them (canonical payload, content id, parent and event hash; `seq` 0 until written),
-    exactly as `Store.write` would seal them, so the run is written through the verbatim
-    path in one pass: `items` (events and their times), or `records` sealed before, moved
-    onto this chain."""
+    """Events of the run after `version` (whose event hash is `parent`), from their contents
+    (event type, schema version, time, canonical payload), as `Store.write` would seal them:
+    content id, version, parent and event hash (`seq` 0 until written), so the run goes
+    through the verbatim path in one pass."""
     out = []
-    payloads = (
-        [
-            (event.event_type, event.schema_version, at, event.canonical_payload())
-            for event, at in items
-        ]
-        if items
-        else [(r.event_type, r.schema_version, r.recorded_at, r.payload) for r in records]
-    )
-    for event_type, schema_version, at, payload in payloads:
+    for event_type, schema_version, at, payload in contents:
         version += 1
         event_id = _event_id_of(run_id, version, event_type, payload)
         digest = event_hash(
