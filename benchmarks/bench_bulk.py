@@ -235,6 +235,35 @@ def run_peer(python: Path, payloads: Path, folder: Path, mode: str) -> Timing:
 
 # --- the section ---------------------------------------------------------------------------
 
+FLOOR_HEADERS = [
+    "path",
+    "events/s",
+    "raw inserts of the same rows (events/s)",
+    "ratio",
+    "CPU µs/event, path / floor",
+    "CPU ratio",
+]
+
+
+def floor_row(
+    section: Section, key: str, label: str, rate: dict[str, Series], cpu: dict[str, Series]
+) -> list[str]:
+    """A path's row against its floor (`key` and `key_floor` in `rate` and `cpu`), its
+    wall-clock and CPU ratios kept in the section's figures."""
+    floor = f"{key}_floor"
+    wall = ratios(rate[key].values, rate[floor].values)
+    used = ratios(cpu[floor].values, cpu[key].values)
+    section.figures[f"{key}_ratio"] = wall.as_dict()
+    section.figures[f"{key}_cpu_ratio"] = used.as_dict()
+    return [
+        label,
+        rate[key].show(),
+        rate[floor].show(),
+        wall.show("{:.2f}"),
+        f"{cpu[key].show('{:.0f}')} / {cpu[floor].show('{:.0f}')}",
+        used.show("{:.2f}"),
+    ]
+
 
 def measure(folder: Path, *, runs: int, repeats: int) -> Section:
     section = Section(key="bulk", title="Import and copy (SQLite)")
@@ -292,21 +321,7 @@ def measure(folder: Path, *, runs: int, repeats: int) -> Section:
         ("copy", "`db copy` (one transaction)"),
         ("copy_checker", "`db copy`, checks and folds in a second process"),
     ):
-        floor = f"{key}_floor"
-        wall = ratios(rate[key].values, rate[floor].values)
-        used = ratios(cpu[floor].values, cpu[key].values)
-        section.figures[f"{key}_ratio"] = wall.as_dict()
-        section.figures[f"{key}_cpu_ratio"] = used.as_dict()
-        rows.append(
-            [
-                label,
-                rate[key].show(),
-                rate[floor].show(),
-                wall.show("{:.2f}"),
-                f"{cpu[key].show('{:.0f}')} / {cpu[floor].show('{:.0f}')}",
-                used.show("{:.2f}"),
-            ]
-        )
+        rows.append(floor_row(section, key, label, rate, cpu))
     section.intro = (
         f"{events:,} events in {runs} runs (~{events // runs} events per run), written through "
         "the append path and exported as one bundle per run. Events per second, median "
@@ -320,17 +335,7 @@ def measure(folder: Path, *, runs: int, repeats: int) -> Section:
         "`db copy` reads, checks and folds in a second process by itself from 20,000 events "
         "when two CPUs are idle; this source is smaller, so that row asks for it."
     )
-    section.table(
-        [
-            "path",
-            "events/s",
-            "raw inserts of the same rows (events/s)",
-            "ratio",
-            "CPU µs/event, path / floor",
-            "CPU ratio",
-        ],
-        rows,
-    )
+    section.table(FLOOR_HEADERS, rows)
     section.figures.update(
         events=events,
         runs=runs,

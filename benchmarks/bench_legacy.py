@@ -32,7 +32,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks.bench_bulk import Timing, Workspace, cpu_with_children, raw_floor, run_sizes
+from benchmarks.bench_bulk import (
+    FLOOR_HEADERS,
+    Timing,
+    Workspace,
+    cpu_with_children,
+    floor_row,
+    raw_floor,
+    run_sizes,
+)
 from benchmarks.campaign_files import FileCampaign
 from benchmarks.common import Section, Series, goal, progress, ratios, remove_sqlite
 from benchmarks.common import sqlite_url as url_of
@@ -136,21 +144,7 @@ def measure(folder: Path, *, runs: int, rounds: int, repeats: int) -> Section:
         ("per_folder", f"`import --legacy DIR`, once per folder ({runs} transactions)"),
         ("one_command", f"`import --legacy DIR...` of the {runs} folders (one transaction)"),
     ):
-        floor = f"{key}_floor"
-        wall = ratios(rate[key].values, rate[floor].values)
-        used = ratios(cpu[floor].values, cpu[key].values)
-        section.figures[f"{key}_ratio"] = wall.as_dict()
-        section.figures[f"{key}_cpu_ratio"] = used.as_dict()
-        rows.append(
-            [
-                label,
-                rate[key].show(),
-                rate[floor].show(),
-                wall.show("{:.2f}"),
-                f"{cpu[key].show('{:.0f}')} / {cpu[floor].show('{:.0f}')}",
-                used.show("{:.2f}"),
-            ]
-        )
+        rows.append(floor_row(section, key, label, rate, cpu))
     speedup = ratios(rate["one_command"].values, rate["per_folder"].values)
     section.figures.update(
         events=events,
@@ -174,17 +168,7 @@ def measure(folder: Path, *, runs: int, rounds: int, repeats: int) -> Section:
         "validation manifest and case matrix) and builds, canonicalizes and hashes every event; "
         "the floor reads nothing and builds nothing."
     )
-    section.table(
-        [
-            "path",
-            "events/s",
-            "raw inserts of the same rows (events/s)",
-            "ratio",
-            "CPU µs/event, path / floor",
-            "CPU ratio",
-        ],
-        rows,
-    )
+    section.table(FLOOR_HEADERS, rows)
     section.notes.append(
         f"One folder per command: {folder_ms.show('{:.1f}')} ms per folder. One command for "
         f"all: {speedup.show('{:.2f}')}x the events per second of one folder per command. "

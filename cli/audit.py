@@ -374,17 +374,7 @@ def import_(
         for result in results
     ]
     if as_json:
-        if len(bodies) == 1:
-            emit_json(bodies[0])
-        else:
-            imported = sum(body["events_imported"] for body in bodies)
-            emit_json(
-                {
-                    "status": "imported" if imported else "unchanged",
-                    "bundles": bodies,
-                    "events_imported": imported,
-                }
-            )
+        _emit_imports(bodies, "bundles")
         return
     for result in results:
         if result.events_imported:
@@ -397,6 +387,21 @@ def import_(
             say(
                 f"run {result.run_id} is already in the ledger with these events; nothing to import"
             )
+
+
+def _emit_imports(bodies: list[dict], key: str) -> None:
+    """The JSON of an import: one body as it is, several under `key` with the total."""
+    if len(bodies) == 1:
+        emit_json(bodies[0])
+        return
+    imported = sum(body["events_imported"] for body in bodies)
+    emit_json(
+        {
+            "status": "imported" if imported else "unchanged",
+            key: bodies,
+            "events_imported": imported,
+        }
+    )
 
 
 def _import_legacy(
@@ -458,17 +463,7 @@ def _import_legacy(
             }
             for result in results
         ]
-        if len(bodies) == 1:
-            emit_json(bodies[0])
-        else:
-            imported = sum(body["events_imported"] for body in bodies)
-            emit_json(
-                {
-                    "status": "imported" if imported else "unchanged",
-                    "runs": bodies,
-                    "events_imported": imported,
-                }
-            )
+        _emit_imports(bodies, "runs")
         return
     for result in results:
         _say_legacy(result)
