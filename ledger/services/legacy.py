@@ -267,17 +267,18 @@ def replay_legacy(folder: Path, *, workspace: Path | None = None) -> ReplayedFol
     run_id = config.run_id
     rounds = _rounds(files[ROUNDS])
     analysis = files[ANALYSIS].value if ANALYSIS in files else None
-    points, notes = _conclusion_points(rounds, analysis, manifest)
+    points = _conclusion_points(rounds, analysis, manifest)
     tried = []
-    for point in points:  # the first point whose replay agrees with the folder
+    for point, note in points:  # the first point whose replay agrees with the folder
         replay, conclusion, reopened = _replay_folder(
             files, config_doc, config, manifest, paths, base, point
         )
-        tried.append((replay, conclusion, reopened))
+        tried.append((replay, conclusion, reopened, note))
         if not replay.problems:
             break
     else:
-        replay, conclusion, reopened = tried[0]
+        replay, conclusion, reopened, note = tried[0]
+    notes = [note] if note is not None else []
     if base != paths.workspace:
         notes.append(
             f"the config's relative paths were not under the workspace {display(paths.workspace)}"
@@ -716,17 +717,19 @@ def _medians(rows: Any) -> dict[str, Any] | None:
 
 def _conclusion_points(
     rounds: list[dict[str, Any]], analysis: dict[str, Any] | None, manifest: Any
-) -> tuple[list[int | None], list[str]]:
+) -> list[tuple[int | None, str | None]]:
     """After how many rounds `analyze` concluded the run (None: never), most likely first,
-    and notes.
+    each with the note the import then makes.
 
     `analysis.json`'s `round_count` says it, unless a later `analyze` rewrote analysis.json
     and then failed on the manifest (the controller writes the files first): then the
-    manifest's terminal status stands, after the rounds recorded up to its `updated_at`
-    (times have whole seconds: a round recorded in the same second may be on either side)."""
+    manifest's terminal status stands, after the rounds recorded up to its `updated_at`.
+    Times have whole seconds, so a round recorded in the same second as that update may be
+    on either side of it; where `round_count` is every round and some of them share the
+    update's second, the conclusion may also have come before them."""
     terminal = manifest.status in ("passed", "failed", "inconclusive")
     if analysis is None and not terminal:
-        return [None], []
+        return [(None, None)]
     before = at = len(rounds)
     if terminal:
         until = _time(manifest.updated_at, f"{MANIFEST} updated_at")
@@ -737,22 +740,25 @@ def _conclusion_points(
         before = sum(1 for t in times if t < until)
         at = sum(1 for t in times if t <= until)
     if analysis is None:
-        return list(range(before, at + 1)), [
+        note = (
             f"{MANIFEST} is {manifest.status} but the folder has no {ANALYSIS}; the "
             f"conclusion is the manifest's"
-        ]
+        )
+        return [(point, note) for point in range(before, at + 1)]
     count = analysis.get("round_count")
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= len(rounds):
         raise InputError(
             f"legacy {ANALYSIS} round_count must be a number of rounds from 0 to {len(rounds)}"
         )
-    if count < len(rounds) or not terminal or at >= count:
-        return [count], []
-    return list(range(before, at + 1)), [
+    if count < len(rounds) or not terminal:
+        return [(count, None)]
+    rewritten = (
         f"{ANALYSIS} was rewritten by an analyze after round {count} that the controller "
         f"refused ({MANIFEST} stayed {manifest.status} from an earlier analyze); the run "
         f"concluded at that earlier analyze and was reopened"
-    ]
+    )
+    earlier = [(point, rewritten) for point in range(before, at + 1) if point != count]
+    return [(count, None), *earlier] if at >= count else earlier
 
 
 REOPEN_REASON = "the JSON-file controller recorded this round after analyze (legacy import)"

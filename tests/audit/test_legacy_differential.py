@@ -130,3 +130,59 @@ def test_plan_and_record_from_the_workspace_agree_with_the_controller(
                 assert view.run.best_kernel_sha256 == out["best_kernel_sha256"]
     finally:
         store.close()
+
+
+REANALYZED = kit.Scenario(  # analyze, one more round (target met), analyze again (refused)
+    "reanalyzed-late",
+    [("a", 1.0), ("b", 2.0)],
+    [20.0, 40.0],
+    [kit.Round([19.0, 39.0]), kit.Round([19.5, 38.0]), kit.Round([18.0, 36.0])],
+    analyze_after=[2, 3],
+)
+REWRITTEN = (
+    "analysis.json was rewritten by an analyze after round 3 that the controller refused "
+    "(manifest.json stayed inconclusive from an earlier analyze); the run concluded at that "
+    "earlier analyze and was reopened"
+)
+
+
+def _reanalyzed(tmp_path: Path) -> tuple[kit.Workspace, Path]:
+    ws = kit.Workspace.create(tmp_path / "ws")
+    steps = kit.run_scenario(ws, REANALYZED)
+    assert [s["status"] for s in steps[-3:]] == ["inconclusive", "recorded", "failed"]
+    folder = ws.root / REANALYZED.folder
+    assert _load(folder, "analysis.json")["status"] == "passed"
+    return ws, folder
+
+
+def _imported(url: str, folder: Path, ws: kit.Workspace):
+    store = Store(url, create=True)
+    try:
+        return import_legacy(store, folder, workspace=ws.root)
+    finally:
+        store.close()
+
+
+def test_a_refused_second_analyze_imports_at_the_manifests_conclusion(tmp_path, sqlite_url):
+    """Whichever seconds the controller's clock gave the steps, the run concluded where the
+    manifest says (inconclusive) and the last round reopened it."""
+    ws, folder = _reanalyzed(tmp_path)
+    result = _imported(sqlite_url, folder, ws)
+    assert result.decisions == [r["decision"] for r in _load(folder, "rounds.json")["rounds"]]
+    assert result.conclusion == "inconclusive" and 3 in result.reopened_rounds
+    assert result.notes == [REWRITTEN]
+
+
+def test_self_made_rounds_in_the_second_of_the_refused_analyze_import(tmp_path, sqlite_url):
+    """The same folder with its last two rounds recorded in the second the manifest was
+    concluded (the controller's times have whole seconds): the analyze may have come
+    before either of them, and the import finds where the folder agrees."""
+    ws, folder = _reanalyzed(tmp_path)
+    until = _load(folder, "manifest.json")["updated_at"]
+    doc = _load(folder, "rounds.json")
+    for entry in doc["rounds"][1:]:
+        entry["recorded_at"] = until
+    (folder / "rounds.json").write_text(json.dumps(doc, indent=2))
+    result = _imported(sqlite_url, folder, ws)
+    assert result.conclusion == "inconclusive" and result.reopened_rounds[-1] == 3
+    assert result.notes == [REWRITTEN]
