@@ -186,3 +186,43 @@ def test_self_made_rounds_in_the_second_of_the_refused_analyze_import(tmp_path, 
     result = _imported(sqlite_url, folder, ws)
     assert result.conclusion == "inconclusive" and result.reopened_rounds[-1] == 3
     assert result.notes == [REWRITTEN]
+
+
+def _rounds_done(sc: kit.Scenario) -> int:
+    return min(len(sc.rounds), sc.max_rounds)
+
+
+# the first generated campaigns of two rounds or more: one can go on after an import
+GOING_ON = [s for s in range(100) if _rounds_done(kit.random_scenario(s)) >= 2][:8]
+
+
+@pytest.mark.parametrize("seed", GOING_ON)
+def test_a_folder_imported_while_the_controller_went_on_imports_again(tmp_path, sqlite_url, seed):
+    """Import the folder part-way (a random round), let the controller record the rest
+    (and analyze, as the scenario says), import again: the ledger's run then decides,
+    concludes and counts as a fresh import of the whole folder, and verifies."""
+    import random
+
+    from ledger.integrity.verify import verify_ledger
+
+    sc = kit.random_scenario(seed)
+    part = random.Random(seed).randint(1, _rounds_done(sc) - 1)
+    ws = kit.Workspace.create(tmp_path / "ws")
+    kit.run_scenario(ws, sc, stop=part)
+    folder = ws.root / sc.folder
+    first = _imported(sqlite_url, folder, ws)
+    kit.run_scenario(ws, sc, start=part + 1)
+    again = _imported(sqlite_url, folder, ws)
+    fresh = _imported(f"sqlite:///{tmp_path / 'fresh.sqlite3'}", folder, ws)
+    assert again.events_imported == again.events - first.events > 0
+    assert (again.decisions, again.conclusion, again.reopened_rounds, again.events) == (
+        fresh.decisions,
+        fresh.conclusion,
+        fresh.reopened_rounds,
+        fresh.events,
+    )
+    store = Store(sqlite_url)
+    try:
+        assert verify_ledger(store).ok
+    finally:
+        store.close()
