@@ -26,7 +26,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -705,36 +705,34 @@ def import_bundles(
     `MAX_IMPORT_WORKERS`); the checks, refusals and their words are those of a check in
     this process. The ledger's write lock is held from the first checked bundle to the last
     one written. `on_progress(bundles written, bundles)` is told after each bundle."""
+    from ledger.integrity.inprocesses import prepared_in_order
+
     paths = [Path(p) for p in paths]
     count = _import_workers(paths) if workers is None else workers
-    checked: Iterator[tuple[bool, Any]]
-    if count >= 1 and len(paths) > 1:
-        from ledger.integrity.inprocesses import results_in_order
-
-        jobs = [(path, pinned_note, verifier_key) for path in paths]
-        checked = results_in_order(_checked_apart, jobs, count, window=2 * count)
-    else:
-        checked = iter(())
+    jobs = [(path, pinned_note, verifier_key) for path in paths]
     results = []
     with ExitStack() as stack:
-        if isinstance(checked, Generator):  # a refusal stops the workers before it is raised
-            stack.callback(checked.close)
+        checked = prepared_in_order(jobs, _checked_to_import, _checked_apart, _accepted, count)
+        stack.callback(checked.close)  # a refusal stops the workers before it is raised
         conn = None
-        for path in paths:
-            done, outcome = next(checked, (False, None))
-            if done and outcome[0] == "refused":
-                raise InputError(outcome[1])
-            if done and outcome[0] == "checked":
-                _, origin, run_id, rows, blobs, view = outcome
-                content = BundleContent(run_id, [StoredEvent(*row) for row in rows], blobs, view)
-            else:  # checked here: no process did, or it failed otherwise than by a refusal
-                origin, content = _checked_to_import(path, pinned_note, verifier_key)
+        for origin, content in checked:
             if conn is None:
                 conn = stack.enter_context(store.transaction(write=True))
             results.append(_append(store, conn, origin, content))
             if on_progress is not None:
                 on_progress(len(results), len(paths))
     return results
+
+
+def _accepted(outcome: Any) -> tuple[str, BundleContent] | None:
+    """A worker's `_checked_apart`: the checked bundle, its refusal raised, or None (checked
+    here instead: it failed otherwise than by a refusal)."""
+    if outcome[0] == "refused":
+        raise InputError(outcome[1])
+    if outcome[0] != "checked":
+        return None
+    _, origin, run_id, rows, blobs, view = outcome
+    return origin, BundleContent(run_id, [StoredEvent(*row) for row in rows], blobs, view)
 
 
 def _import_workers(paths: Sequence[Path]) -> int:

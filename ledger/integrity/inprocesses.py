@@ -1,5 +1,5 @@
 """Work in other processes: how they are started, and independent checks run in worker
-processes with their results taken in order.
+processes with their results taken in order (`prepared_in_order` for the bulk imports).
 
 A bulk `import` checks each bundle on its own (the file alone decides whether it verifies),
 so the bundles after the one being written can be checked meanwhile on other CPUs. The
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from typing import Any
 
 Job = tuple[Any, ...]
@@ -20,7 +20,7 @@ Job = tuple[Any, ...]
 
 def results_in_order(
     fn: Callable[..., Any], jobs: Sequence[Job], workers: int, window: int
-) -> Iterator[tuple[bool, Any]]:
+) -> Generator[tuple[bool, Any], None, None]:
     """(True, fn(*job)) for each job in order, `fn` run in `workers` processes with at most
     `window` jobs given out ahead of the caller; (False, None) for a job that did not come
     back (a pool that would not start, a worker that died, something that would not
@@ -52,6 +52,37 @@ def results_in_order(
             yield result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def prepared_in_order(
+    jobs: Sequence[Job],
+    prepare: Callable[..., Any],
+    apart: Callable[..., Any],
+    accept: Callable[[Any], Any] | None,
+    workers: int,
+    here: Collection[int] = (),
+) -> Generator[Any, None, None]:
+    """`prepare(*job)` for each job in order, for a caller that writes each result as it
+    comes: this process prepares the jobs at the positions in `here` (all of them without
+    workers or with one job), and `workers` processes run `apart(*job)` for the others,
+    each outcome taken through `accept` when given (None: the job is prepared here after
+    all, so a failure reads as it does in one process; `accept` may raise). Closing the
+    generator early (the caller's refusal) stops the workers before it returns."""
+    if workers <= 0 or len(jobs) <= 1:
+        here = range(len(jobs))
+    apart_jobs = [job for at, job in enumerate(jobs) if at not in here]
+    outcomes = results_in_order(apart, apart_jobs, workers, 2 * workers) if apart_jobs else None
+    try:
+        for at, job in enumerate(jobs):
+            prepared = None
+            if outcomes is not None and at not in here:
+                done, outcome = next(outcomes, (False, None))
+                if done:
+                    prepared = outcome if accept is None else accept(outcome)
+            yield prepare(*job) if prepared is None else prepared
+    finally:
+        if outcomes is not None:
+            outcomes.close()
 
 
 def done_here(jobs: int, workers: int, cost_here: float) -> set[int]:

@@ -50,7 +50,7 @@ import itertools
 import json
 import os
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -367,35 +367,28 @@ def import_legacies(
     the events after them when the folder has gone on since (rounds recorded since it was
     imported); a run here with other events is refused. `on_progress(folders written,
     folders)` is told after each."""
-    from ledger.integrity.inprocesses import done_here, results_in_order
+    from ledger.integrity.inprocesses import done_here, prepared_in_order
 
     folders = [Path(f) for f in folders]
     count = _legacy_workers(folders) if workers is None else workers
-    here = done_here(len(folders), count if len(folders) > 1 else 0, WRITE_PER_REPLAY)
-    replayed: Iterator[tuple[bool, Any]]
-    if len(here) < len(folders):
-        jobs = [(f, workspace) for i, f in enumerate(folders) if i not in here]
-        replayed = results_in_order(_replayed_apart, jobs, count, window=2 * count)
-    else:
-        replayed = iter(())
+    jobs = [(folder, workspace) for folder in folders]
+    here = done_here(len(jobs), count, WRITE_PER_REPLAY)
     results = []
     with ExitStack() as stack:
-        if isinstance(replayed, Generator):  # a refusal stops the workers before it is raised
-            stack.callback(replayed.close)
+        replayed = prepared_in_order(jobs, _replayed, _replayed_apart, None, count, here)
+        stack.callback(replayed.close)  # a refusal stops the workers before it is raised
         conn = None
-        for index, folder in enumerate(folders):
-            run = None
-            if index not in here:
-                done, outcome = next(replayed, (False, None))
-                run = outcome if done else None
-            if run is None:  # replayed here: its share, or what a worker did not bring back
-                run = replay_legacy(folder, workspace=workspace)
+        for run in replayed:
             if conn is None:
                 conn = stack.enter_context(store.transaction(write=True))
             results.append(_write(store, conn, run))
             if on_progress is not None:
                 on_progress(len(results), len(folders))
     return results
+
+
+def _replayed(folder: Path, workspace: Path | None) -> ReplayedFolder:
+    return replay_legacy(folder, workspace=workspace)
 
 
 # a run's write costs about a fifth of its folder's replay (~55 and ~250 µs per event here)
