@@ -74,7 +74,7 @@ from ledger.inputs.models import (
     resolve,
     validate_model,
 )
-from ledger.integrity.hashing import event_hash, sha256_hex
+from ledger.integrity.hashing import sha256_hex
 from ledger.services.service import (
     checked_round,
     plan_events,
@@ -83,7 +83,7 @@ from ledger.services.service import (
     submitted_event,
 )
 from ledger.store import audit_store
-from ledger.store.eventstore import ZERO_HASH, Store, StoredEvent
+from ledger.store.eventstore import ZERO_HASH, Store, StoredEvent, sealed_row
 
 CONFIG = "optimization-config.json"
 STATE = "state.json"
@@ -479,31 +479,11 @@ def _sealed(
     for event_type, schema_version, at, payload in contents:
         version += 1
         event_id = _event_id_of(run_id, version, event_type, payload)
-        digest = event_hash(
-            stream_id=run_id,
-            stream_version=version,
-            event_id=event_id,
-            event_type=event_type,
-            schema_version=schema_version,
-            recorded_at=at,
-            parent_hash=parent,
-            payload=payload,
+        row = sealed_row(
+            0, event_id, run_id, version, event_type, schema_version, at, payload, parent
         )
-        out.append(
-            StoredEvent(
-                0,
-                event_id,
-                run_id,
-                version,
-                event_type,
-                schema_version,
-                at,
-                payload,
-                parent,
-                digest,
-            )
-        )
-        parent = digest
+        out.append(StoredEvent(*row))
+        parent = row[-1]
     return out
 
 

@@ -140,6 +140,43 @@ def _stored(row: Any) -> StoredEvent:
     )
 
 
+def sealed_row(
+    seq: int,
+    event_id: str,
+    stream_id: str,
+    version: int,
+    event_type: str,
+    schema_version: int,
+    recorded_at: str,
+    payload: bytes,
+    parent: str,
+) -> tuple[Any, ...]:
+    """The events row (`EVENT_COLUMNS` order) of a new event whose canonical payload bytes
+    are `payload`: its envelope hashed after `parent`. The one way a new event is sealed."""
+    digest = event_hash(
+        stream_id=stream_id,
+        stream_version=version,
+        event_id=event_id,
+        event_type=event_type,
+        schema_version=schema_version,
+        recorded_at=recorded_at,
+        parent_hash=parent,
+        payload=payload,
+    )
+    return (
+        seq,
+        event_id,
+        stream_id,
+        version,
+        event_type,
+        schema_version,
+        recorded_at,
+        payload,
+        parent,
+        digest,
+    )
+
+
 def _sealed_row(
     e: StoredEvent, seq: int, stream_id: str, version: int, parent: str, hashes_checked: bool
 ) -> tuple[Any, ...]:
@@ -561,17 +598,7 @@ class Store:
                 event_type, schema_version = event.event_type, event.schema_version
                 # = event.canonical_payload()
                 payload = canonical(event.payload(), string_keys=True)
-                digest = event_hash(
-                    stream_id=stream_id,
-                    stream_version=version,
-                    event_id=item.event_id,
-                    event_type=event_type,
-                    schema_version=schema_version,
-                    recorded_at=item.recorded_at,
-                    parent_hash=parent,
-                    payload=payload,
-                )
-                row = (
+                row = sealed_row(
                     seq,
                     item.event_id,
                     stream_id,
@@ -581,7 +608,6 @@ class Store:
                     item.recorded_at,
                     payload,
                     parent,
-                    digest,
                 )
             else:
                 row = _sealed_row(item, seq, stream_id, version, parent, hashes_checked)
