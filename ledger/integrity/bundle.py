@@ -680,8 +680,9 @@ def import_bundle(
     return import_bundles(store, [path], pinned_note=pinned_note, verifier_key=verifier_key)[0]
 
 
-# a bulk import checks its bundles in other processes from this much bundle text on (~1,800
-# events): below it, starting them costs more than it saves
+# a bulk import checks its bundles in other processes, and into an empty ledger builds its
+# indexes after the rows, from this much bundle text on (~1,800 events): below it, starting
+# the processes and building the indexes anew cost more than they save
 PARALLEL_MIN_BYTES = 4 << 20
 # past this many checking processes the one writing them is the bottleneck
 MAX_IMPORT_WORKERS = 8
@@ -704,10 +705,13 @@ def import_bundles(
     `PARALLEL_MIN_BYTES` of them, one per idle CPU besides this one's, at most
     `MAX_IMPORT_WORKERS`); the checks, refusals and their words are those of a check in
     this process. The ledger's write lock is held from the first checked bundle to the last
-    one written. `on_progress(bundles written, bundles)` is told after each bundle."""
+    one written. A bulk import (`_bulk`) into an empty ledger builds the indexes after the
+    rows (`audit_store.bulk_writes`). `on_progress(bundles written, bundles)` is told after
+    each bundle."""
     from ledger.integrity.inprocesses import prepared_in_order
 
     paths = [Path(p) for p in paths]
+    bulk = _bulk(paths)
     count = _import_workers(paths) if workers is None else workers
     jobs = [(path, pinned_note, verifier_key) for path in paths]
     results = []
@@ -718,6 +722,7 @@ def import_bundles(
         for origin, content in checked:
             if conn is None:
                 conn = stack.enter_context(store.transaction(write=True))
+                stack.enter_context(audit_store.bulk_writes(conn, bulk=bulk))
             results.append(_append(store, conn, origin, content))
             if on_progress is not None:
                 on_progress(len(results), len(paths))
@@ -735,16 +740,22 @@ def _accepted(outcome: Any) -> tuple[str, BundleContent] | None:
     return origin, BundleContent(run_id, [StoredEvent(*row) for row in rows], blobs, view)
 
 
-def _import_workers(paths: Sequence[Path]) -> int:
-    """Processes to check the bundles of a bulk import in: one per CPU idle besides this
-    process's, for two bundles or more of `PARALLEL_MIN_BYTES` in all; else 0."""
+def _bulk(paths: Sequence[Path]) -> bool:
+    """Two bundles or more of `PARALLEL_MIN_BYTES` in all (a bundle that cannot be read
+    counts nothing: the check says what is wrong with it)."""
     if len(paths) < 2:
-        return 0
+        return False
     size = 0
     for path in paths:
-        with suppress(OSError):  # the check says what is wrong with it
+        with suppress(OSError):
             size += path.stat().st_size
-    if size < PARALLEL_MIN_BYTES:
+    return size >= PARALLEL_MIN_BYTES
+
+
+def _import_workers(paths: Sequence[Path]) -> int:
+    """Processes to check the bundles of a bulk import in (`_bulk`): one per CPU idle
+    besides this process's; else 0."""
+    if not _bulk(paths):
         return 0
     from ledger.integrity.verify import idle_cpus
 

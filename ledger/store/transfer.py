@@ -113,10 +113,11 @@ def secondary_indexes(conn: Connection) -> list[tuple[str, str]]:
 
 
 @contextmanager
-def indexes_built_after(conn: Connection) -> Iterator[None]:
-    """Inside the caller's transaction on an empty ledger: drop the secondary indexes, let
-    the caller insert its rows, then create each index again from the definition the
-    database held, and check that it holds the very same definitions. Keeping the indexes
+def indexes_built_after(conn: Connection, what: str = "copy") -> Iterator[None]:
+    """Inside the caller's transaction on an empty ledger (`what` names the caller in an
+    error): drop the secondary indexes, let the caller insert its rows, then create each
+    index again from the definition the database held, and check that it holds the very
+    same definitions. Keeping the indexes
     up to date row by row was a third of the cost of a copy's inserts; built once over all
     their rows (the way `pg_restore` loads a dump) they cost far less. The keys and unique
     constraints stay, so every constraint is checked as each row goes in. An error inside
@@ -130,5 +131,6 @@ def indexes_built_after(conn: Connection) -> Iterator[None]:
         conn.exec_driver_sql(definition)
     if secondary_indexes(conn) != indexes:
         raise CheckFailed(
-            "the copy's indexes read back differently from the ledger's schema; nothing was written"
+            f"the {what}'s indexes read back differently from the ledger's schema; nothing was "
+            "written"
         )

@@ -281,3 +281,95 @@ def test_two_exports_of_one_run_in_one_command(tmp_path, workers, order):
     assert counts == ([7, 4] if order == "older-first" else [11, 0])
     assert stream_rows(url, "bundled-001") == stream_rows(source_url, "bundled-001")
     assert CliRunner(url)("verify").exit_code == 0
+
+
+# --- a bulk import into an empty SQLite ledger builds its indexes after the rows ---------
+
+
+def _schema(path) -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY 2"
+        ).fetchall()
+
+
+def _all_rows(path) -> dict[str, list[tuple]]:
+    """Every table's rows but the ledger's own id, once `PRAGMA integrity_check` found
+    every index entry to match its row."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        tables = [
+            t
+            for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            if t != "ledger_info"
+        ]
+        return {t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables}
+
+
+@pytest.fixture
+def index_builds(monkeypatch) -> list[str]:
+    """The callers of each index build after the rows, as they happen."""
+    from ledger.store import audit_store
+
+    builds: list[str] = []
+    real = audit_store.indexes_built_after
+
+    def spy(conn, what="copy"):
+        builds.append(what)
+        return real(conn, what)
+
+    monkeypatch.setattr(audit_store, "indexes_built_after", spy)
+    return builds
+
+
+def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(
+    tmp_path, monkeypatch, workers, index_builds
+):
+    build_ledger(tmp_path / "src")
+    paths = _exported(f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}", tmp_path)
+    ledgers = {}
+    for bulk in (False, True):
+        monkeypatch.setattr(bundle, "_bulk", lambda paths, bulk=bulk: bulk)
+        path = tmp_path / f"bulk-{bulk}.sqlite3"
+        fresh = tmp_path / f"fresh-{bulk}.sqlite3"
+        Store(f"sqlite:///{fresh}").close()
+        assert CliRunner(f"sqlite:///{path}")("import", *paths).exit_code == 0
+        assert _schema(path) == _schema(fresh)  # every index as the schema makes it
+        ledgers[bulk] = _all_rows(path)
+    assert index_builds == ["import"]
+    assert ledgers[True] == ledgers[False]
+
+
+def test_a_refused_bulk_import_leaves_the_indexes_as_they_were(tmp_path, monkeypatch, workers):
+    build_ledger(tmp_path / "src")
+    good, other = _exported(f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}", tmp_path)
+    monkeypatch.setattr(bundle, "_bulk", lambda paths: True)
+    path, fresh = tmp_path / "target.sqlite3", tmp_path / "fresh.sqlite3"
+    Store(f"sqlite:///{fresh}").close()
+    refused = CliRunner(f"sqlite:///{path}")("import", good, _damaged(other, tmp_path))
+    assert refused.exit_code == 2 and "nothing was imported" in refused.stderr
+    assert _schema(path) == _schema(fresh)
+    assert event_count(f"sqlite:///{path}") == 0
+
+
+def test_indexes_stay_when_the_ledger_holds_events_or_is_shared(
+    db_url, other_url, tmp_path, monkeypatch, index_builds
+):
+    """A ledger that holds events keeps its indexes up to date row by row (building them
+    again would read every row it holds), and so does PostgreSQL (its DROP INDEX would
+    lock out the ledger's readers until the import commits)."""
+    build_ledger(tmp_path / "src", url=db_url)
+    first, second = _exported(db_url, tmp_path)
+    monkeypatch.setattr(bundle, "_bulk", lambda paths: True)
+    target = CliRunner(other_url)
+    assert target("import", first).exit_code == 0
+    assert index_builds == (["import"] if other_url.startswith("sqlite") else [])
+    assert target("import", second, first).exit_code == 0
+    assert index_builds == (["import"] if other_url.startswith("sqlite") else [])
+    for run_id in RUNS:
+        assert stream_rows(other_url, run_id) == stream_rows(db_url, run_id)
+    assert target("verify").exit_code == 0

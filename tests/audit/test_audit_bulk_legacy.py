@@ -310,3 +310,36 @@ def test_self_made_a_drop_in_folder_that_went_on_adds_its_new_rounds(
 
     rounds(2)
     _continued(cli, other_url, folder, tmp_path, lambda: rounds(3))
+
+
+def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(
+    tmp_path, monkeypatch, workers
+):
+    import sqlite3
+
+    from ledger.store import audit_store
+
+    builds: list[str] = []
+    real = audit_store.indexes_built_after
+    monkeypatch.setattr(
+        audit_store,
+        "indexes_built_after",
+        lambda conn, what: builds.append(what) or real(conn, what),
+    )
+    fresh = tmp_path / "fresh.sqlite3"
+    Store(f"sqlite:///{fresh}").close()
+    ledgers = {}
+    for bulk in (False, True):
+        monkeypatch.setattr(legacy, "_bulk", lambda folders, bulk=bulk: bulk)
+        path = tmp_path / f"bulk-{bulk}.sqlite3"
+        result = CliRunner(f"sqlite:///{path}")(
+            "import", "--legacy", *FOLDERS, "--workspace", WORKSPACE
+        )
+        assert result.exit_code == 0, result.stderr
+        with sqlite3.connect(path) as conn, sqlite3.connect(fresh) as empty:
+            schema = "SELECT type, name, sql FROM sqlite_master ORDER BY 2"
+            assert conn.execute(schema).fetchall() == empty.execute(schema).fetchall()
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        ledgers[bulk] = _seqs(f"sqlite:///{path}")
+    assert builds == ["import"]
+    assert ledgers[True] == ledgers[False]
