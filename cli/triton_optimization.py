@@ -233,18 +233,23 @@ class _RunFolder:
         """The run's view in the ledger, which must stand where the folder stands. A folder
         the controller wrote before the switch, whose run the ledger does not hold yet, is
         imported first (`kernel-ledger import --legacy`, relative paths against the working
-        directory), so a campaign can change controllers between two rounds."""
+        directory), and so are the rounds the controller recorded in the folder since this
+        module last did (the ledger's events stay, the folder's new rounds follow them), so
+        a campaign can change controllers between any two rounds."""
         from ledger.errors import InputError
         from ledger.services.legacy import import_legacy
 
         try:
             view = service.view(self.run_id)
         except InputError:
+            view = None
+        if view is None or self._ahead_of(view):
             try:
                 import_legacy(service.store, self.path, workspace=Path.cwd())
             except InputError as exc:
+                where = "is not in" if view is None else "has fewer rounds in"
                 raise OptimizationError(
-                    f"run {self.run_id!r} of {self.path} is not in the ledger "
+                    f"run {self.run_id!r} of {self.path} {where} the ledger "
                     f"{service.store.shown_url}, and the folder does not import: {exc.message}"
                 ) from None
             view = service.view(self.run_id)
@@ -260,6 +265,17 @@ class _RunFolder:
                 f"{view.run.rounds_recorded + 1} on kernel {view.run.best_kernel_sha256}"
             )
         return view
+
+    def _ahead_of(self, view: Any) -> bool:
+        """Whether the folder holds steps the ledger's run does not (the controller went on
+        writing it): more rounds, or an analysis of a run the ledger never concluded (the
+        controller analyzes a run once)."""
+        from ledger.reports.runfolder import ANALYSIS
+
+        next_round = self.folder.state.get("next_round")
+        if type(next_round) is int and next_round > view.run.rounds_recorded + 1:
+            return True
+        return view.run.concluded_at is None and (self.path / ANALYSIS).exists()
 
 
 @contextlib.contextmanager

@@ -448,29 +448,90 @@ def _write(store: Store, conn: Any, run: ReplayedFolder) -> LegacyResult:
 
 
 def _goes_on(present: Sequence[StoredEvent], records: Sequence[StoredEvent]) -> bool:
-    """Whether the stored run is this folder's earlier import: the same events up to the
-    stored head but for the `rounds.json` each round was read from (`RoundSubmitted.result`:
-    the whole file, which grows by a round each time the controller records one); the
-    folder's events after them, if any, are new. The rounds' own documents
-    (`result_document`) and every other field must be the same."""
+    """Whether the stored run is this folder's rounds so far, so that the folder's events
+    after them (if any) are new: the run as an earlier import of the folder wrote it, or as
+    `plan` and `record` kept it while they wrote the folder (the drop-in,
+    cli/triton_optimization.py), either of which the controller may have gone on writing
+    since. Up to the stored head the events must be the same but for how each step was
+    taken (`_same_as_read`):
+
+    - `RoundSubmitted.result`: the folder's `rounds.json` for an import (the whole file,
+      which grows by a round each time the controller records one), or the round's own
+      result file for `record`. The document read (`result_document`) must be the same
+      where the file is the same; `record`'s is the round's own file, whose fields the
+      round's events hold, and those must be the same;
+    - `RunPlanned.config`: the folder's `optimization-config.json` for an import, or the
+      configuration `plan` was given; the same file must not have changed;
+    - `RunReopened.reason`, which names who reopened the run: `record` taking a round after
+      `analyze`, or an import finding one;
+
+    the paths as the step's input wrote them (`written_path` of a file reference: `record`
+    keeps the relative path a round result names, an import reads the controller's resolved
+    one), and the times, which `record` keeps to the second as the controller writes them and
+    an import writes as microseconds: the same instant. Every other field must be the
+    same."""
     if len(records) < len(present):
         return False
     for mine, theirs in zip(present, records, strict=False):
         # hashes chain in the parent's: once one event differs, every later hash does
-        if (mine.event_type, mine.schema_version, mine.recorded_at) != (
-            theirs.event_type,
-            theirs.schema_version,
-            theirs.recorded_at,
+        if (mine.event_type, mine.schema_version) != (theirs.event_type, theirs.schema_version):
+            return False
+        if mine.recorded_at != theirs.recorded_at and not _same_instant(
+            mine.recorded_at, theirs.recorded_at
         ):
             return False
-        if mine.payload == theirs.payload:
-            continue
-        if mine.event_type != RoundSubmitted.event_type:
-            return False
-        a, b = json.loads(mine.payload), json.loads(theirs.payload)
-        if a.pop("result", None) is None or b.pop("result", None) is None or a != b:
+        if mine.payload != theirs.payload and not _same_as_read(
+            mine.event_type,
+            _as_read(json.loads(mine.payload)),
+            _as_read(json.loads(theirs.payload)),
+        ):
             return False
     return True
+
+
+def _as_read(value: Any) -> Any:
+    """A payload without the paths as its input wrote them (`written_path`)."""
+    if isinstance(value, dict):
+        return {k: _as_read(v) for k, v in value.items() if k != "written_path"}
+    if isinstance(value, list):
+        return [_as_read(v) for v in value]
+    return value
+
+
+# the file reference of the file an event's step read, by event type
+_READ_FROM = {RoundSubmitted.event_type: "result", RunPlanned.event_type: "config"}
+
+
+def _same_as_read(event_type: str, mine: Any, theirs: Any) -> bool:
+    """Two payloads of one event type that differ at most in how their step was taken: the
+    file it read, or who reopened the run (see `_goes_on`)."""
+    if mine == theirs:
+        return True
+    if event_type == RunReopened.event_type and isinstance(mine, dict):
+        # who reopened the run: `record` on a round after analyze, or this import
+        mine.pop("reason", None)
+        theirs.pop("reason", None)
+        return mine == theirs
+    key = _READ_FROM.get(event_type)
+    if key is None or not isinstance(mine, dict) or not isinstance(theirs, dict):
+        return False
+    ours, other = mine.pop(key, None), theirs.pop(key, None)
+    if not isinstance(ours, dict) or not isinstance(other, dict):
+        return False
+    same_file = ours.get("path") == other.get("path")
+    if event_type == RunPlanned.event_type and same_file and ours != other:
+        return False  # the folder's configuration changed since
+    if event_type == RoundSubmitted.event_type and not same_file:
+        mine.pop("result_document", None)
+        theirs.pop("result_document", None)
+    return mine == theirs
+
+
+def _same_instant(a: str, b: str) -> bool:
+    try:
+        return datetime.fromisoformat(a) == datetime.fromisoformat(b)
+    except ValueError:
+        return False
 
 
 def _sealed(

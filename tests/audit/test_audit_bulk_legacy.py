@@ -312,6 +312,57 @@ def test_self_made_a_drop_in_folder_that_went_on_adds_its_new_rounds(
     _continued(cli, other_url, folder, tmp_path, lambda: rounds(3))
 
 
+def _drop_in_run(tmp_path: Path, monkeypatch, rounds: int) -> tuple[Path, str]:
+    """Self-made: a run planned and recorded by the drop-in; its folder and ledger URL."""
+    from benchmarks.campaign_files import FileCampaign
+    from cli import triton_optimization as drop_in
+
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'drop-in.sqlite3'}"
+    monkeypatch.setenv("KERNEL_LEDGER_DB", url)
+    campaign = FileCampaign(tmp_path / "inputs", "softmax-drop-in-001")
+    folder = tmp_path / "optimization" / "softmax-drop-in-001"
+    drop_in.plan(folder, config_path=campaign.config())
+    for _ in range(rounds):
+        path, medians = campaign.next_round()
+        campaign.recorded(drop_in.record(folder, result_path=path)["decision"], medians)
+    return folder, url
+
+
+def test_self_made_a_drop_in_folder_imports_into_its_own_ledger_unchanged(tmp_path, monkeypatch):
+    """The drop-in's events read other files than an import would (the round's own result,
+    the configuration it was given, paths as written), at the same instants: the run is the
+    folder's, so importing the folder writes nothing."""
+    folder, url = _drop_in_run(tmp_path, monkeypatch, rounds=3)
+    before = stream_rows(url, "softmax-drop-in-001")
+    result = CliRunner(url)("import", "--legacy", folder, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["status"] == "unchanged" and result.json()["events_imported"] == 0
+    assert stream_rows(url, "softmax-drop-in-001") == before
+
+
+@pytest.mark.parametrize("what", ["hypothesis", "median", "time"])
+def test_self_made_a_drop_in_folder_rewritten_since_does_not_import(tmp_path, monkeypatch, what):
+    """A round of the folder that is not the round the drop-in recorded (its text, a
+    measurement, its time) is another run's history: refused, nothing written."""
+    folder, url = _drop_in_run(tmp_path, monkeypatch, rounds=2)
+    path = folder / "rounds.json"
+    rounds = json.loads(path.read_text())
+    first = rounds["rounds"][0]
+    if what == "hypothesis":
+        first["hypothesis"] += " (edited)"
+    elif what == "median":
+        first["measurements"][0]["median_us"] += 0.001
+    else:
+        first["recorded_at"] = "2020-01-01T00:00:00Z"
+    path.write_text(json.dumps(rounds, indent=2))
+    before = stream_rows(url, "softmax-drop-in-001")
+    refused = CliRunner(url)("import", "--legacy", folder)
+    assert refused.exit_code == 2, refused.stdout
+    assert refused.stderr.count("\n") == 1 and "; nothing was " in refused.stderr
+    assert stream_rows(url, "softmax-drop-in-001") == before
+
+
 def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(
     tmp_path, monkeypatch, workers
 ):

@@ -116,6 +116,11 @@ class Pair:
         (self.dropin.root / SCRIPT).write_text(WRAPPER, encoding="utf-8")
         self.dropin.dropin = self.dropin.in_process = True
 
+    def switch_back(self) -> None:
+        """The second workspace puts the controller's own script back, mid-campaign."""
+        shutil.copyfile(SOURCE / SCRIPT, self.dropin.root / SCRIPT)
+        self.dropin.dropin = self.dropin.in_process = False
+
     def remove_folder(self) -> None:
         for side in (self.controller, self.dropin):
             shutil.rmtree(side.root / self.folder)
@@ -425,6 +430,73 @@ def test_a_workspace_switches_controllers_between_two_rounds(tmp_path, after_ana
         pair.analyze(fails=(r"analysis",))
     else:
         assert pair.analyze()["status"] == "passed"
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["running", "analyzed-by-the-controller"])
+def test_a_workspace_switches_back_and_forth(tmp_path, analyzed) -> None:
+    """The drop-in records two rounds, the controller's own script two more (and with
+    `analyzed`, concludes the run), the drop-in the last: each step agrees with the
+    controller's, and the drop-in's next step brings the controller's rounds into the
+    ledger, after the events it recorded itself."""
+    pair = Pair(tmp_path)
+    k = start(pair, max_rounds=5)
+    i = pair.inputs
+    medians = [(16.5, 38.0), (17.0, 39.0), (14.0, 33.0), (13.5, 33.5), (12.0, 30.0)]
+    decisions = []
+    kept = "v0"
+    for n, (fast, slow) in enumerate(medians, start=1):
+        if n == 3:
+            pair.switch_back()
+        if n == 5:
+            if analyzed:
+                assert pair.analyze()["status"] == "passed"
+            before = json.loads(pair.ledger("history", "--json").stdout)["rounds"]
+            assert [h["round"] for h in before] == [1, 2]  # the controller's not yet
+            pair.switch()
+        name = f"v{min(n, 4)}"
+        manifest = validated(pair, f"r{n}", k[name])
+        result = i.round(n, k[kept], k[name], manifest, rows(fast, slow))
+        decision = pair.record(result)["decision"]
+        decisions.append(decision)
+        if decision == "KEEP":
+            kept = name
+    assert decisions == ["KEEP", "DISCARD", "KEEP", "NOISE", "KEEP"]
+    history = json.loads(pair.ledger("history", "--json").stdout)["rounds"]
+    rounds = sorted((h["round"], h["decision"]) for h in history)
+    assert rounds == list(enumerate(decisions, 1))
+    assert (["reopened"] in [h["flags"] for h in history]) is analyzed
+    if analyzed:
+        pair.analyze(fails=(r"analysis",))  # the controller analyzes a run once
+    else:
+        assert pair.analyze()["status"] == "passed"
+    verified = pair.ledger("verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_run_the_controller_analyzed_goes_on_with_the_drop_in(tmp_path) -> None:
+    """The drop-in records two rounds, the controller's own script analyzes the run, the
+    drop-in records a third: it brings the conclusion into the ledger first, so the round
+    reopens the run there as in the folder."""
+    pair = Pair(tmp_path)
+    k = start(pair, max_rounds=4)
+    i = pair.inputs
+    r1 = i.round(1, k["v0"], k["v1"], validated(pair, "r1", k["v1"]), rows(16.5, 38.0))
+    assert pair.record(r1)["decision"] == "KEEP"
+    r2 = i.round(2, k["v1"], k["v2"], validated(pair, "r2", k["v2"]), rows(14.0, 33.0))
+    assert pair.record(r2)["decision"] == "KEEP"
+    pair.switch_back()
+    assert pair.analyze()["status"] == "passed"
+    pair.switch()
+    r3 = i.round(3, k["v2"], k["v3"], validated(pair, "r3", k["v3"]), rows(12.0, 30.0))
+    assert pair.record(r3)["decision"] == "KEEP"
+    history = json.loads(pair.ledger("history", "--json").stdout)["rounds"]
+    assert sorted((h["round"], h["flags"]) for h in history) == [
+        (1, []),
+        (2, []),
+        (3, ["reopened"]),
+    ]
     verified = pair.ledger("verify", "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
