@@ -19,6 +19,7 @@ from ledger.store.eventstore import Store
 from conftest import CliRunner
 
 other_url = audit_kit.other_url
+index_builds = audit_kit.index_builds
 RUNS = ("softmax-a-001", "softmax-b-001")
 
 
@@ -308,22 +309,6 @@ def _all_rows(path) -> dict[str, list[tuple]]:
             if t != "ledger_info"
         ]
         return {t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables}
-
-
-@pytest.fixture
-def index_builds(monkeypatch) -> list[str]:
-    """The callers of each index build after the rows, as they happen."""
-    from ledger.store import audit_store
-
-    builds: list[str] = []
-    real = audit_store.indexes_built_after
-
-    def spy(conn, what="copy"):
-        builds.append(what)
-        return real(conn, what)
-
-    monkeypatch.setattr(audit_store, "indexes_built_after", spy)
-    return builds
 
 
 def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(

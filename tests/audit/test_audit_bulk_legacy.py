@@ -26,6 +26,7 @@ from conftest import CliRunner
 WORKSPACE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy" / "workspace"
 FOLDERS = sorted(p for p in (WORKSPACE / "optimization").iterdir())
 other_url = audit_kit.other_url
+index_builds = audit_kit.index_builds
 
 
 @pytest.fixture(params=[0, 2], ids=["replayed-here", "replayed-in-2-processes"])
@@ -364,19 +365,10 @@ def test_self_made_a_drop_in_folder_rewritten_since_does_not_import(tmp_path, mo
 
 
 def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(
-    tmp_path, monkeypatch, workers
+    tmp_path, monkeypatch, workers, index_builds
 ):
     import sqlite3
 
-    from ledger.store import audit_store
-
-    builds: list[str] = []
-    real = audit_store.indexes_built_after
-    monkeypatch.setattr(
-        audit_store,
-        "indexes_built_after",
-        lambda conn, what: builds.append(what) or real(conn, what),
-    )
     fresh = tmp_path / "fresh.sqlite3"
     Store(f"sqlite:///{fresh}").close()
     ledgers = {}
@@ -392,5 +384,5 @@ def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(
             assert conn.execute(schema).fetchall() == empty.execute(schema).fetchall()
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         ledgers[bulk] = _seqs(f"sqlite:///{path}")
-    assert builds == ["import"]
+    assert index_builds == ["import"]
     assert ledgers[True] == ledgers[False]
