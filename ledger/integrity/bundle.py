@@ -680,9 +680,10 @@ def import_bundle(
     return import_bundles(store, [path], pinned_note=pinned_note, verifier_key=verifier_key)[0]
 
 
-# a bulk import checks its bundles in other processes, and into an empty ledger builds its
-# indexes after the rows, from this much bundle text on (~1,800 events): below it, starting
-# the processes and building the indexes anew cost more than they save
+# a bulk import checks its bundles in other processes (two bundles or more), and into an
+# empty ledger builds its indexes after the rows, from this much bundle text on (~1,800
+# events): below it, starting the processes and building the indexes anew cost more than
+# they save
 PARALLEL_MIN_BYTES = 4 << 20
 # past this many checking processes the one writing them is the bottleneck
 MAX_IMPORT_WORKERS = 8
@@ -705,9 +706,9 @@ def import_bundles(
     `PARALLEL_MIN_BYTES` of them, one per idle CPU besides this one's, at most
     `MAX_IMPORT_WORKERS`); the checks, refusals and their words are those of a check in
     this process. The ledger's write lock is held from the first checked bundle to the last
-    one written. A bulk import (`_bulk`) into an empty ledger builds the indexes after the
-    rows (`audit_store.bulk_writes`). `on_progress(bundles written, bundles)` is told after
-    each bundle."""
+    one written. A bulk import (`_bulk`, one bundle or more) into an empty ledger builds the
+    indexes after the rows (`audit_store.bulk_writes`). `on_progress(bundles written,
+    bundles)` is told after each bundle."""
     from ledger.integrity.inprocesses import prepared_in_order
 
     paths = [Path(p) for p in paths]
@@ -741,10 +742,8 @@ def _accepted(outcome: Any) -> tuple[str, BundleContent] | None:
 
 
 def _bulk(paths: Sequence[Path]) -> bool:
-    """Two bundles or more of `PARALLEL_MIN_BYTES` in all (a bundle that cannot be read
-    counts nothing: the check says what is wrong with it)."""
-    if len(paths) < 2:
-        return False
+    """Bundles of `PARALLEL_MIN_BYTES` in all (a bundle that cannot be read counts nothing:
+    the check says what is wrong with it)."""
     size = 0
     for path in paths:
         with suppress(OSError):
@@ -753,9 +752,9 @@ def _bulk(paths: Sequence[Path]) -> bool:
 
 
 def _import_workers(paths: Sequence[Path]) -> int:
-    """Processes to check the bundles of a bulk import in (`_bulk`): one per CPU idle
-    besides this process's; else 0."""
-    if not _bulk(paths):
+    """Processes to check the bundles of a bulk import of two bundles or more in (`_bulk`):
+    one per CPU idle besides this process's; else 0."""
+    if len(paths) < 2 or not _bulk(paths):
         return 0
     from ledger.integrity.verify import idle_cpus
 

@@ -329,6 +329,21 @@ def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(
     assert ledgers[True] == ledgers[False]
 
 
+def test_one_bundle_builds_the_indexes_after_from_the_bulk_size(
+    tmp_path, monkeypatch, index_builds
+):
+    build_ledger(tmp_path / "src")
+    first, _ = _exported(f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}", tmp_path)
+    size = first.stat().st_size
+    for threshold, builds in ((size + 1, []), (size, ["import"])):
+        monkeypatch.setattr(bundle, "PARALLEL_MIN_BYTES", threshold)
+        target = CliRunner(f"sqlite:///{tmp_path / f'target-{threshold}.sqlite3'}")
+        assert target("import", first).exit_code == 0
+        assert index_builds == builds
+        assert target("verify").exit_code == 0
+    assert bundle._import_workers([first]) == 0  # one bundle: nothing to check meanwhile
+
+
 def test_a_refused_bulk_import_leaves_the_indexes_as_they_were(tmp_path, monkeypatch, workers):
     build_ledger(tmp_path / "src")
     good, other = _exported(f"sqlite:///{tmp_path / 'src' / 'ledger.sqlite3'}", tmp_path)
