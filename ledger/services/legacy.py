@@ -344,13 +344,11 @@ def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) 
 # builds its indexes after the rows, from this many on: a folder takes ~20-30 ms to replay
 # and writes ~80 events, a process takes ~50 ms to start, the indexes ~3 ms to build anew
 PARALLEL_MIN_FOLDERS = 8
+MAX_LEGACY_WORKERS = 8
 
 
 def _bulk(folders: Sequence[Path]) -> bool:
     return len(folders) >= PARALLEL_MIN_FOLDERS
-
-
-MAX_LEGACY_WORKERS = 8
 
 
 def import_legacies(
@@ -507,13 +505,15 @@ def _same_as_read(event_type: str, mine: Any, theirs: Any) -> bool:
     file it read, or who reopened the run (see `_goes_on`)."""
     if mine == theirs:
         return True
-    if event_type == RunReopened.event_type and isinstance(mine, dict):
+    if not isinstance(mine, dict) or not isinstance(theirs, dict):
+        return False
+    if event_type == RunReopened.event_type:
         # who reopened the run: `record` on a round after analyze, or this import
         mine.pop("reason", None)
         theirs.pop("reason", None)
         return mine == theirs
     key = _READ_FROM.get(event_type)
-    if key is None or not isinstance(mine, dict) or not isinstance(theirs, dict):
+    if key is None:
         return False
     ours, other = mine.pop(key, None), theirs.pop(key, None)
     if not isinstance(ours, dict) or not isinstance(other, dict):

@@ -101,8 +101,11 @@ def bulk_writes(conn: Connection, *, bulk: bool) -> Iterator[None]:
     back with everything else. Not on PostgreSQL: there DROP INDEX locks the table against
     every reader of a shared ledger until the import commits, where SQLite's readers go on
     reading the last commit."""
-    empty = conn.execute(select(events.c.seq).limit(1)).first() is None
-    if bulk and empty and conn.dialect.name == "sqlite":
+    if (
+        bulk
+        and conn.dialect.name == "sqlite"
+        and conn.execute(select(events.c.seq).limit(1)).first() is None
+    ):
         with indexes_built_after(conn, "import"):
             yield
     else:

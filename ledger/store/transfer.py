@@ -117,9 +117,9 @@ def indexes_built_after(conn: Connection, what: str = "copy") -> Iterator[None]:
     """Inside the caller's transaction on an empty ledger (`what` names the caller in an
     error): drop the secondary indexes, let the caller insert its rows, then create each
     index again from the definition the database held, and check that it holds the very
-    same definitions. Keeping the indexes
-    up to date row by row was a third of the cost of a copy's inserts; built once over all
-    their rows (the way `pg_restore` loads a dump) they cost far less. The keys and unique
+    same definitions. Keeping the indexes up to date row by row was a third of the cost of
+    a copy's inserts; built once over all their rows (the way `pg_restore` loads a dump)
+    they cost far less. The keys and unique
     constraints stay, so every constraint is checked as each row goes in. An error inside
     leaves the indexes dropped in the transaction, which the caller then rolls back."""
     indexes = secondary_indexes(conn)
