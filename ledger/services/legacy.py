@@ -428,7 +428,10 @@ def _write(store: Store, conn: Any, run: ReplayedFolder) -> LegacyResult:
     present = store.read_stream(conn, run_id)
     if present and _goes_on(present, records):
         # the folder's earlier import, and the rounds recorded since on top of it
-        tail = ((r.event_type, r.schema_version, r.recorded_at, r.payload) for r in records)
+        spelled = _spelling(present[-1].recorded_at)
+        tail = (
+            (r.event_type, r.schema_version, spelled(r.recorded_at), r.payload) for r in records
+        )
         records = present + _sealed(
             run_id,
             itertools.islice(tail, len(present), None),
@@ -525,6 +528,16 @@ def _same_as_read(event_type: str, mine: Any, theirs: Any) -> bool:
         mine.pop("result_document", None)
         theirs.pop("result_document", None)
     return mine == theirs
+
+
+def _spelling(stored: str) -> Callable[[str], str]:
+    """How the events added to a run spell their times: as its stored events do. A run the
+    drop-in recorded keeps the controller's times to the second (`...:05Z`), where an
+    import writes microseconds (`...:05.000000Z`); the same instant either way, but the
+    history sorts times as text, and its rounds of one second must keep their order."""
+    if stored.endswith("Z") and "." not in stored:
+        return lambda at: at[:-8] + "Z" if at.endswith(".000000Z") else at
+    return lambda at: at
 
 
 def _same_instant(a: str, b: str) -> bool:
