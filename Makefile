@@ -20,7 +20,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	@bash examples/demo.sh
 
-test: $(STAMP)
+# torch (CPU) and triton, for the harness tests under Triton's interpreter
+HARNESS := $(VENV)/.harness-installed
+$(HARNESS): $(STAMP)
+	@echo "installing torch (CPU build) and triton for the harness tests (about a minute, once)"
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[harness]'
+	@touch $(HARNESS)
+
+test: $(STAMP) $(HARNESS)
 	@bash tools/run-tests
 
 lint: $(STAMP)

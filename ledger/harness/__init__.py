@@ -1,0 +1,1 @@
+"""Measuring helpers for campaigns (see measure.py); nothing in the ledger imports them."""
