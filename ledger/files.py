@@ -34,14 +34,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ledger.errors import InputError, LedgerError, StoreUnavailable
-from ledger.inputs.jsonio import display, env_bytes, max_input_bytes
+from ledger.text import display
 
 __all__ = [
     "StagedOutput",
     "bounded_lines",
     "check_output",
+    "env_bytes",
     "ledger_companions",
     "max_bundle_bytes",
+    "max_input_bytes",
     "open_input",
     "read_input",
     "same_bytes",
@@ -49,6 +51,7 @@ __all__ = [
     "write_output",
 ]
 
+DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_BUNDLE_BYTES = 16 * 1024**3
 """A bundle holds a whole run with its kernels and profiles; `KERNEL_LEDGER_MAX_BUNDLE_BYTES`
 overrides the limit. A single line of it may hold one blob: `bounded_lines` allows a line
@@ -61,6 +64,25 @@ _COMPANION_SUFFIXES = ("-wal", "-shm", "-journal")
 def ledger_companions(path: Path) -> tuple[Path, ...]:
     """A SQLite ledger file and the files SQLite keeps beside it."""
     return (path, *(Path(f"{path}{suffix}") for suffix in _COMPANION_SUFFIXES))
+
+
+def env_bytes(name: str, default: int) -> int:
+    """A size limit in bytes from the environment variable `name`, else `default`."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{name} must be a whole number of bytes") from None
+    if value < 1:
+        raise InputError(f"{name} must be at least 1")
+    return value
+
+
+def max_input_bytes() -> int:
+    """The size limit for any input file; `KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it."""
+    return env_bytes("KERNEL_LEDGER_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES)
 
 
 def max_bundle_bytes() -> int:

@@ -42,7 +42,6 @@ from ledger.errors import (
     SchemaOutOfDate,
     StoreUnavailable,
 )
-from ledger.inputs.jsonio import display
 from ledger.integrity.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.store import schema
 from ledger.store.driver import driver_rows, fetch
@@ -59,6 +58,7 @@ from ledger.store.sqlitefile import (
 )
 from ledger.store.tables import blobs, events, ledger_info, profiles, rounds, run_cases, runs
 from ledger.store.urls import busy_timeout_s, parse_url
+from ledger.text import display
 
 if TYPE_CHECKING:  # the event models are imported when an event is read, not at start-up
     from ledger.core.events import Event

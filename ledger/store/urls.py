@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 from ledger.errors import (
     InputError,
 )
-from ledger.inputs.jsonio import display
+from ledger.text import display
 
 DEFAULT_DB = "sqlite:///.vaws-local/ascend-triton/optimization/ledger.sqlite3"
 

@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.errors import InputError
-from ledger.inputs.jsonio import DEFAULT_MAX_INPUT_BYTES, plural
+from ledger.files import DEFAULT_MAX_INPUT_BYTES
+from ledger.inputs.jsonio import plural
 
 FORMATS = ("msprof-op", "op-summary", "kernel-details", "ncu-csv", "signals-json")
 MAX_FILE_BYTES = DEFAULT_MAX_INPUT_BYTES
 """Largest raw profile file accepted by default (64 MiB); like every other input file,
-`KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it (`jsonio.max_input_bytes`)."""
+`KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it (`files.max_input_bytes`)."""
 
 _MAX_WALK_FILES = 20_000
 _MAX_WALK_DEPTH = 8

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from ledger.errors import InputError
-from ledger.files import open_input
-from ledger.inputs.jsonio import max_input_bytes, plural
+from ledger.files import max_input_bytes, open_input
+from ledger.inputs.jsonio import plural
 from ledger.inputs.profiles.common import (
     _MAX_WALK_DEPTH,
     _MAX_WALK_FILES,
