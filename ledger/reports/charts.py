@@ -1,5 +1,5 @@
 """The report's charts: matplotlib figures drawn to inline SVG, a pure function of the
-gathered run (`report.ReportData`).
+gathered run (`report.ReportData`, which imports this module: not the other way round).
 
 matplotlib's object API only (no pyplot, no GUI backend), text as paths and fixed element
 ids, so the same run gives the same bytes. matplotlib comes with the optional `report`
@@ -22,13 +22,9 @@ from ledger.core.events import (
     Measurement,
 )
 from ledger.errors import InputError
-from ledger.reports.report import (
-    MAX_CASE_PANELS,
-    MAX_PROFILE_ROWS,
-    ProfileEntry,
-    ReportData,
-    timing_label,
-)
+
+MAX_CASE_PANELS = 24
+MAX_PROFILE_ROWS = 16
 
 DECISION_COLORS = {
     "KEEP": "#2e7d32",
@@ -45,7 +41,7 @@ MAX_PROFILE_COLUMNS = 8
 _FRACTION_SIGNAL = re.compile(r"(_ratio|_rate|throughput|occupancy|utilization)$")
 
 
-def charts(data: ReportData) -> dict[str, Any]:
+def charts(data: Any) -> dict[str, Any]:
     """The page's charts as inline SVG markup, by name (None where a chart has no data)."""
     from markupsafe import Markup
 
@@ -98,7 +94,7 @@ def _figure(width: float, height: float) -> Any:
     return figure
 
 
-def _timeline_figure(data: ReportData) -> Any:
+def _timeline_figure(data: Any) -> Any:
     run = data.view.run
     figure = _figure(9.5, 3.8)
     ax = figure.add_subplot()
@@ -142,7 +138,7 @@ def _timeline_figure(data: ReportData) -> Any:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
-    ax.set_title(f"{run.op_name}: improvement per round ({timing_label(data.target)})")
+    ax.set_title(f"{run.op_name}: improvement per round ({data.timing_label})")
     return figure
 
 
@@ -173,7 +169,7 @@ def robust_limits(
     return lo - pad, hi + pad
 
 
-def _latency_figure(data: ReportData) -> Any:
+def _latency_figure(data: Any) -> Any:
     import numpy as np
 
     run = data.view.run
@@ -299,14 +295,12 @@ def _latency_figure(data: ReportData) -> Any:
         Line2D([], [], marker="^", ls="none", color=OUTLIER_COLOR, label="outliers off axis")
     )
     figure.legend(handles=handles, loc="lower center", ncol=4, frameon=False)
-    figure.suptitle(
-        f"Latency per case relative to the original — {timing_label(data.target)}", fontsize=10
-    )
+    figure.suptitle(f"Latency per case relative to the original — {data.timing_label}", fontsize=10)
     figure.tight_layout(rect=(0, 0.09, 1, 0.97))
     return figure
 
 
-def _fraction_columns(profiles: Sequence[ProfileEntry]) -> list[str]:
+def _fraction_columns(profiles: Sequence[Any]) -> list[str]:
     counts: dict[str, int] = {}
     for p in profiles:
         for key, value in p.signals.items():
@@ -316,7 +310,7 @@ def _fraction_columns(profiles: Sequence[ProfileEntry]) -> list[str]:
     return sorted(ranked[:MAX_PROFILE_COLUMNS])
 
 
-def _profile_figure(data: ReportData) -> Any | None:
+def _profile_figure(data: Any) -> Any | None:
     profiles = list(data.profiles)[-MAX_PROFILE_ROWS:]
     columns = _fraction_columns(profiles)
     if not profiles or not columns:

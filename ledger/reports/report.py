@@ -45,9 +45,8 @@ from ledger.core.explain import NoiseSummary, explain, noise_summary
 from ledger.core.projections import RunView
 from ledger.errors import InputError
 from ledger.integrity import merkle
+from ledger.reports.charts import MAX_CASE_PANELS, MAX_PROFILE_ROWS
 
-MAX_CASE_PANELS = 24
-MAX_PROFILE_ROWS = 16
 # The page may load nothing at all: no scripts, images, fonts, frames or connections.
 CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'"
 
