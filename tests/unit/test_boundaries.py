@@ -7,7 +7,9 @@
 - Only the store touches SQL: no module outside ledger/store/ imports SQLAlchemy or the tables.
 - The pure core (every module of ledger/core/, with every ledger module they import in
   turn) imports no store, no database driver and nothing that reads files, the network or
-  the clock."""
+  the clock.
+- No import cycles among the modules of ledger/, cli/ and migrations/: a helper that several
+  layers use lives in a leaf module (ledger/text.py, ledger/errors.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ LEDGER = ROOT / "ledger"
 PURE_CORE_PACKAGE = "ledger.core"
 # lowest first; a module may import modules of its own layer and of the layers below
 LAYERS = (
-    # the harness runs where kernel-ledger is not installed: it imports no ledger module
-    ("ledger.errors", "ledger.harness"),
+    # leaves: no ledger import (the harness runs where kernel-ledger is not installed)
+    ("ledger.errors", "ledger.text", "ledger.harness"),
     # canonical bytes and hashes are pure: the events and the folds hash with them
     ("ledger.core", "ledger.integrity.hashing"),
     ("ledger.inputs", "ledger.files"),
@@ -104,11 +106,16 @@ def _forbidden(module: str) -> bool:
     return any(module == f or module.startswith(f"{f}.") for f in FORBIDDEN)
 
 
-def _ledger_modules() -> list[str]:
+def _modules(*packages: str) -> list[str]:
     return sorted(
         ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for path in LEDGER.rglob("*.py")
+        for package in packages
+        for path in (ROOT / package).rglob("*.py")
     )
+
+
+def _ledger_modules() -> list[str]:
+    return _modules("ledger")
 
 
 @pytest.mark.parametrize("module", _ledger_modules())
@@ -169,3 +176,44 @@ def test_the_check_sees_an_import_inside_a_function():
     assert any(_forbidden(m) for m in _reaches("ledger.services.legacy"))
     assert "ledger.core.bottleneck" in _reaches("ledger.core.controller")  # imported in a function
     assert _layer("ledger.integrity.hashing") == 1 and _layer("ledger.integrity.verify") == 4
+
+
+def _path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """A shortest import path from `start` to `goal` (breadth first), or None."""
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        current = todo.pop(0)
+        for nxt in sorted(graph[current]):
+            if nxt == goal:
+                return [*paths[current], goal]
+            if nxt not in paths:
+                paths[nxt] = [*paths[current], nxt]
+                todo.append(nxt)
+    return None
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle, as [a, b, ..., a], through each group of modules that reach each
+    other (a strongly connected component of more than one module)."""
+    cycles, seen = [], set()
+    for start in sorted(graph):
+        cycle = None if start in seen else _path(graph, start, start)
+        if cycle is not None and len(cycle) > 2:
+            cycles.append(cycle)
+            seen.update(m for m in graph if _path(graph, start, m) and _path(graph, m, start))
+    return cycles
+
+
+def test_no_import_cycles():
+    """Every import counts (at the top, inside a function, under TYPE_CHECKING): a cycle is
+    a tangle of concerns whichever way Python happens to resolve it."""
+    names = _modules("ledger", "cli", "migrations")
+    graph = {name: {m for m in imports(name) if m in names and m != name} for name in names}
+    found = [" -> ".join(cycle) for cycle in _cycles(graph)]
+    assert found == [], "import cycles:\n" + "\n".join(found)
+
+
+def test_the_cycle_check_names_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert _cycles(graph) == [["a", "b", "c", "a"]]
