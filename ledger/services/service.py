@@ -75,6 +75,7 @@ from ledger.inputs.models import (
     validate_model,
 )
 from ledger.integrity.hashing import sha256_hex
+from ledger.store import readmodel
 from ledger.store.eventstore import NewEvent, Store, StoredEvent
 
 
@@ -407,15 +408,15 @@ def _indexed_evidence(
     whole fold (remeasures) or its events are not laid out as `plan` and `record` append
     them (the baseline's measurements first, each round's before its decision)."""
     run_id = view.run.run_id
-    rare = store.type_versions(conn, run_id, ("NoiseMeasured", "DiagnosisRecorded"))
+    rare = readmodel.type_versions(conn, run_id, ("NoiseMeasured", "DiagnosisRecorded"))
     if any(kind == "NoiseMeasured" for _, kind in rare):
         return None
     if scope.best_round == 0:
-        measured = store.nth_version(conn, run_id, "MeasurementsRecorded", 1)
+        measured = readmodel.nth_version(conn, run_id, "MeasurementsRecorded", 1)
     else:
-        decided = store.nth_version(conn, run_id, "RoundDecided", scope.best_round)
+        decided = readmodel.nth_version(conn, run_id, "RoundDecided", scope.best_round)
         measured = (
-            store.last_version_before(conn, run_id, "MeasurementsRecorded", decided)
+            readmodel.last_version_before(conn, run_id, "MeasurementsRecorded", decided)
             if decided is not None
             else None
         )
@@ -426,17 +427,17 @@ def _indexed_evidence(
         diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
         after = diagnoses[-1] if diagnoses else 0
         wanted.update(diagnoses[-1:])
-        decided = store.versions_after(conn, run_id, "RoundDecided", after)
+        decided = readmodel.versions_after(conn, run_id, "RoundDecided", after)
         # the i-th decision since the diagnosis is of round `first + i`; the reducer reads
         # only a round that was not kept and named a mechanism (the rounds rows say which)
         first = view.run.rounds_recorded - len(decided) + 1
-        failed = store.failed_rounds(conn, run_id, first)
+        failed = readmodel.failed_rounds(conn, run_id, first)
         wanted.update(v for i, v in enumerate(decided, start=first) if i in failed)
     for kernel in sorted(scope.kernels):
-        version = store.latest_profile_version(conn, run_id, kernel)
+        version = readmodel.latest_profile_version(conn, run_id, kernel)
         if version is not None:
             wanted.add(version)
-    found = {e.stream_version: e.event() for e in store.read_versions(conn, run_id, wanted)}
+    found = {e.stream_version: e.event() for e in readmodel.read_versions(conn, run_id, wanted)}
     plan, best = found.get(1), found.get(measured)
     if not isinstance(plan, RunPlanned):
         return None
@@ -724,7 +725,7 @@ class LedgerService:
         from ledger.store.history import RoundFilter, query_rounds
 
         with self.store.transaction() as conn:
-            version = self.store.nth_version(conn, run.run_id, "RoundSubmitted", round_no)
+            version = readmodel.nth_version(conn, run.run_id, "RoundSubmitted", round_no)
             submitted = (
                 self.store.read_version(conn, run.run_id, version) if version is not None else None
             )
@@ -953,7 +954,7 @@ class LedgerService:
         out: dict[tuple[str, int], Any] = {}
         with self.store.transaction() as conn:
             for run_id, number in keys:
-                version = self.store.nth_version(conn, run_id, "RoundDecided", number)
+                version = readmodel.nth_version(conn, run_id, "RoundDecided", number)
                 record = self.store.read_version(conn, run_id, version) if version else None
                 if record is None:
                     continue
@@ -962,7 +963,7 @@ class LedgerService:
                     continue
                 failed = None
                 if decided.decision == "FAIL":
-                    linked_at = self.store.last_version_before(
+                    linked_at = readmodel.last_version_before(
                         conn, run_id, "ValidationLinked", version
                     )
                     linked = self.store.read_version(conn, run_id, linked_at) if linked_at else None

@@ -29,7 +29,8 @@ from faultkit import (
 )
 
 from ledger.services.service import LedgerService
-from ledger.store.eventstore import PG_APPEND_LOCK, Store
+from ledger.store.engine import PG_APPEND_LOCK
+from ledger.store.eventstore import Store
 
 BUSY_TIMEOUT = 1.0
 STALE = ("is out of order", "stale parent", "has concluded", "round budget exhausted")

@@ -20,7 +20,8 @@ from sqlalchemy import create_engine, select, text
 
 from ledger.integrity.hashing import ZERO_HASH
 from ledger.integrity.verify import verify_ledger
-from ledger.store.eventstore import PG_APPEND_LOCK, Store
+from ledger.store.engine import PG_APPEND_LOCK
+from ledger.store.eventstore import Store
 from ledger.store.tables import events, runs
 
 from campaign import Campaign
