@@ -188,7 +188,7 @@ def checkpoint(
     from ledger import files
     from ledger.errors import InputError
     from ledger.integrity import audit
-    from ledger.services.service import utc_now
+    from ledger.services.session import utc_now
 
     if generate_key is not None:
         if sign is not None or out is not None:

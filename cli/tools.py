@@ -111,7 +111,7 @@ def record(ledger: Ledger, run: str, result: str) -> Outcome:
 def analyze(
     ledger: Ledger, run: str, output_dir: str | None = None, force: bool = False
 ) -> Outcome:
-    from ledger.services.service import analyze as run_analyze
+    from ledger.services.analysis import analyze as run_analyze
 
     folder = Path(output_dir) if output_dir else DEFAULT_OUTPUT_ROOT / run
     r = run_analyze(ledger.service(), run, folder, force=force)

@@ -55,6 +55,14 @@ class RunEvidence:
     latest: dict[str, Samples] = field(default_factory=dict)
     noise_pairs: list[tuple[Samples, Samples]] = field(default_factory=list)
 
+    @classmethod
+    def folded(cls, events: Iterable[Event]) -> RunEvidence:
+        """The evidence of `events`, applied in order: the one fold every read uses."""
+        evidence = cls()
+        for event in events:
+            evidence.apply(event)
+        return evidence
+
     def apply(self, event: Event) -> None:
         if isinstance(event, RunPlanned):
             self.statistics = event.statistics

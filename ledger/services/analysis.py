@@ -1,17 +1,142 @@
-"""What `analyze` writes: analysis.json, report.md and a Run Manifest v1 (run type
-performance). Pure rendering from the run's projection and plan; the service writes files."""
+"""`analyze`: conclude the run (once) and write analysis.json, report.md and a Run Manifest
+v1 (run type performance) to the output folder. The documents are pure renderings of the
+run's projection and plan (`analysis_document`, `report_markdown`, `performance_manifest`);
+`analyze` checks the output paths, stages the files, appends RunConcluded and puts the
+files in place."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ledger.core.events import RunPlanned
 from ledger.core.projections import RunView, as_dict
+from ledger.errors import InputError, LedgerError
+from ledger.files import StagedOutput, check_output, same_bytes, write_failure
 from ledger.inputs.models import manifest_run_id
 from ledger.integrity.hashing import sha256_hex
+from ledger.services.service import LedgerService
+from ledger.text import display
 
 ANALYSIS_SCHEMA_VERSION = 1
+OUTPUT_NAMES = ("analysis.json", "report.md", "manifest.json")
+
+
+@dataclass(frozen=True)
+class AnalyzeResult:
+    run_id: str
+    status: str
+    target_met: bool
+    best_kernel_sha256: str
+    output_dir: Path
+    analysis_path: Path
+
+
+def analyze(
+    service: LedgerService, run_id: str, output_dir: Path, *, force: bool = False
+) -> AnalyzeResult:
+    """Conclude the run (once) and write analysis.json, report.md and manifest.json.
+
+    The output paths are checked first (`ledger.files`: an existing file is replaced only
+    with `force`, or when it already holds the bytes a concluded run's analysis writes).
+    The files are then staged in the output folder (with the conclusion the run is about
+    to get), so an output folder that cannot take them refuses the command before
+    RunConcluded is appended; then they are rewritten with the final content and renamed
+    into place."""
+    output_dir = Path(output_dir).absolute()
+    view = service.full_view(run_id)  # unknown runs are refused before anything is written
+    plan = service.planned_event(run_id)
+    explanations = service.explanations(run_id)
+    command = ["kernel-ledger", "analyze", "--run", run_id, "--output-dir", str(output_dir)]
+    protected = service.store.ledger_files()
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _output_error(output_dir, concluded=view.concluded)(exc) from None
+    targets = {
+        name: check_output(output_dir / name, what="output file", force=force, protected=protected)
+        for name in OUTPUT_NAMES
+    }
+    replace = force
+    existing = [name for name in OUTPUT_NAMES if os.path.lexists(targets[name])]
+    if existing and not force:
+        final = (
+            _output_files(view, plan, service.head_hash(run_id), command, explanations)
+            if view.concluded
+            else {}
+        )
+        for name in existing:
+            if name not in final or not same_bytes(targets[name], final[name]):
+                raise InputError(
+                    f"{display(output_dir / name)} exists with other content; pass --force "
+                    "to overwrite it; nothing was appended"
+                )
+        replace = True  # the same bytes again
+    staged: dict[str, StagedOutput] = {}
+    try:
+        preview = service.conclusion_preview(view)
+        on_error = _output_error(output_dir, concluded=view.concluded)
+        for name, data in _output_files(preview, plan, "0" * 64, command, explanations).items():
+            # some slack for a round recorded meanwhile
+            padded = data + b" " * max(4096, len(data) // 4)
+            staged[name] = StagedOutput(targets[name], padded, force=replace, on_error=on_error)
+        view = service.conclude(run_id, view)
+        final = _output_files(view, plan, service.head_hash(run_id), command, explanations)
+        for name, data in final.items():
+            staged[name].on_error = _output_error(output_dir, concluded=True)
+            staged[name].commit(data)
+    finally:
+        for output in staged.values():
+            output.discard()
+    return AnalyzeResult(
+        run_id=run_id,
+        status=str(view.run.conclusion),
+        target_met=view.run.target_met,
+        best_kernel_sha256=view.run.best_kernel_sha256,
+        output_dir=output_dir,
+        analysis_path=output_dir / "analysis.json",
+    )
+
+
+def _output_files(
+    view: RunView,
+    plan: RunPlanned,
+    last_event_hash: str,
+    command: list[str],
+    explanations: dict[int, Any] | None = None,
+) -> dict[str, bytes]:
+    """analysis.json, report.md and manifest.json of a concluded run, as bytes."""
+    document = analysis_document(view, plan, last_event_hash=last_event_hash)
+    out = {
+        "analysis.json": dumps(document),
+        "report.md": report_markdown(document, explanations).encode(),
+    }
+    out["manifest.json"] = dumps(performance_manifest(view, plan, files=out, command=command))
+    return out
+
+
+def _output_error(output_dir: Path, *, concluded: bool) -> Callable[[OSError], LedgerError]:
+    """How a failed write of the output files is reported (`files.write_failure` decides
+    between exit 2 and exit 4)."""
+    message = f"cannot write to the output folder {display(output_dir)}"
+    after = (
+        "the run is concluded: run analyze again to write its files"
+        if concluded
+        else "nothing was appended"
+    )
+
+    def failure(exc: OSError) -> LedgerError:
+        error = write_failure(message, exc)
+        return type(error)(f"{error.message}; {after}")
+
+    return failure
+
+
+# --- the documents -------------------------------------------------------------------------
 
 
 def analysis_document(view: RunView, plan: RunPlanned, *, last_event_hash: str) -> dict[str, Any]:

@@ -75,7 +75,7 @@ from ledger.inputs.models import (
     validate_model,
 )
 from ledger.integrity.hashing import sha256_hex
-from ledger.services.service import (
+from ledger.services.building import (
     checked_round,
     plan_events,
     read_kernel,

@@ -13,7 +13,8 @@ import pytest
 from ledger.integrity import audit
 from ledger.integrity.hashing import event_hash
 from ledger.integrity.verify import rebuild_projections
-from ledger.services.service import LedgerService, analyze
+from ledger.services.analysis import analyze
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import Store, StoredEvent
 
 from campaign import Campaign

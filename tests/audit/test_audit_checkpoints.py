@@ -167,7 +167,7 @@ def test_no_checkpoint_for_a_ledger_that_does_not_verify(built, tmp_path):
 
 def test_stored_checkpoints_are_append_only_and_rechecked(store, tmp_path):
     from ledger.integrity import audit
-    from ledger.services.service import utc_now
+    from ledger.services.session import utc_now
 
     made = audit.make_checkpoint(store, clock=utc_now)
     for statement in ("UPDATE checkpoints SET tree_size = 5", "DELETE FROM checkpoints"):

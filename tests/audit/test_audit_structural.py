@@ -30,7 +30,7 @@ def _copy(built, tmp_path, name="copy.sqlite3"):
 
 
 def _store_checkpoint(url: str) -> str:
-    from ledger.services.service import utc_now
+    from ledger.services.session import utc_now
 
     store = Store(url)
     made = audit.make_checkpoint(store, clock=utc_now)

@@ -163,7 +163,7 @@ def _projection_rows(store: Store) -> dict[str, list]:
 
 def test_rebuild_equals_live_projections(store: Store, campaign: Campaign):
     service = _run_campaign(store, campaign)
-    from ledger.services.service import analyze
+    from ledger.services.analysis import analyze
 
     analyze(service, campaign.run_id, campaign.root / "analysis")
     live = _projection_rows(store)

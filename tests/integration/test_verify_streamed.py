@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ledger.core.events import RoundSubmitted
 from ledger.integrity.verify import verify_chain, verify_ledger
-from ledger.services.service import LedgerService, analyze
+from ledger.services.analysis import analyze
+from ledger.services.service import LedgerService
 from ledger.store.eventstore import NewEvent, Store
 
 from campaign import Campaign

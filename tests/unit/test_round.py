@@ -245,11 +245,11 @@ def test_every_round_writer_goes_through_the_round_module():
     assert sorted(set(_calls("round_events"))) == [
         "benchmarks/workload.py",
         "ledger/services/legacy.py",
-        "ledger/services/service.py",
+        "ledger/services/writes.py",
     ]
     assert sorted(set(_calls("admit"))) == [
         "benchmarks/workload.py",
         "ledger/integrity/verify.py",
         "ledger/services/legacy.py",
-        "ledger/services/service.py",
+        "ledger/services/writes.py",
     ]

@@ -611,7 +611,7 @@ def test_recorded_configs_default_to_the_rule_they_were_recorded_under():
 
 def test_plan_records_the_default_bootstrap(tmp_path):
     from ledger.inputs.models import load_config
-    from ledger.services.service import plan_events
+    from ledger.services.building import plan_events
 
     from campaign import Campaign
 

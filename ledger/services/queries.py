@@ -1,0 +1,173 @@
+"""The read use cases, one method each: what a run's events say, for `show`, `compare`,
+`history`'s explanations, the reports and `analyze`. Nothing here writes. `LedgerService`
+has them as its methods (`Queries`). (`status` and `history` themselves read the projection
+rows through the store, without the service: ledger/store/history.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.core import decide
+from ledger.core.events import RoundDecided, RunPlanned, ValidationLinked
+from ledger.core.evidence import RunEvidence
+from ledger.errors import InputError
+from ledger.inputs.models import failed_validation_cases
+from ledger.services.session import Session
+from ledger.store import readmodel
+from ledger.store.eventstore import StoredEvent
+
+
+class Queries(Session):
+    """The read use cases, one method each."""
+
+    def round_detail(self, run_id: str, round_no: int) -> dict[str, Any]:
+        """One round in full: what was submitted, validated, measured, profiled and decided."""
+        _, stream = self.state(run_id)
+        detail: dict[str, Any] = {"run_id": run_id, "round": round_no, "profiles": []}
+        for record in stream:
+            event = record.event()
+            if getattr(event, "round", None) != round_no:
+                continue
+            payload = record.payload_value()
+            payload["seq"] = record.seq
+            key = {
+                "RoundSubmitted": "submitted",
+                "ValidationLinked": "validation",
+                "MeasurementsRecorded": "measurements",
+                "RoundDecided": "decision",
+                "RunReopened": "reopened",
+            }.get(record.event_type)
+            if record.event_type == "ProfileRecorded":
+                detail["profiles"].append(payload)
+            elif key is not None and (round_no > 0 or key in ("validation", "measurements")):
+                detail[key] = payload
+        if round_no > 0 and "decision" not in detail:
+            raise InputError(f"run {run_id!r} has no round {round_no}")
+        if "decision" in detail:
+            from ledger.core.explain import describe_flag, explain
+
+            decided = RoundDecided.model_validate(
+                {k: v for k, v in detail["decision"].items() if k != "seq"}
+            )
+            failed = None
+            if "validation" in detail and detail["validation"]["status"] != "passed":
+                linked = {k: v for k, v in detail["validation"].items() if k != "seq"}
+                failed = failed_validation_cases(ValidationLinked.model_validate(linked))
+            why = explain(decided, failed_cases=failed)
+            detail["explanation"] = {
+                "rule": why.rule,
+                "sentence": why.sentence,
+                "worst_case": why.worst_case,
+                "flags": {f: describe_flag(f) for f in why.flags},
+            }
+        return detail
+
+    def explanations(self, run_id: str) -> dict[int, Any]:
+        """Why each round got its decision (`explain.explain`), by round, from the run's
+        RoundDecided and failed ValidationLinked events (read through the type index)."""
+        from ledger.core.explain import explain
+
+        with self.store.transaction() as conn:
+            stored = self.store.read_stream(
+                conn, run_id, types=("RoundDecided", "ValidationLinked")
+            )
+        failed: dict[int, list[str] | None] = {}
+        decided: list[RoundDecided] = []
+        for record in stored:
+            event = record.event()
+            if isinstance(event, ValidationLinked) and event.status != "passed":
+                failed[event.round] = failed_validation_cases(event)
+            elif isinstance(event, RoundDecided):
+                decided.append(event)
+        return {d.round: explain(d, failed_cases=failed.get(d.round)) for d in decided}
+
+    def explain_rounds(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+        """`explain.explain` for each (run, round) given, each read through the type index
+        (a run's n-th RoundDecided is round n): for `history`, whose rows come from the
+        projection."""
+        from ledger.core.explain import explain
+
+        out: dict[tuple[str, int], Any] = {}
+        with self.store.transaction() as conn:
+            for run_id, number in keys:
+                version = readmodel.nth_version(conn, run_id, "RoundDecided", number)
+                record = self.store.read_version(conn, run_id, version) if version else None
+                if record is None:
+                    continue
+                decided = record.event()
+                if not isinstance(decided, RoundDecided) or decided.round != number:
+                    continue
+                failed = None
+                if decided.decision == "FAIL":
+                    linked_at = readmodel.last_version_before(
+                        conn, run_id, "ValidationLinked", version
+                    )
+                    linked = self.store.read_version(conn, run_id, linked_at) if linked_at else None
+                    event = linked.event() if linked else None
+                    if isinstance(event, ValidationLinked) and event.round == number:
+                        failed = failed_validation_cases(event)
+                out[(run_id, number)] = explain(decided, failed_cases=failed)
+        return out
+
+    def compare(self, run_id: str, first: int, second: int) -> dict[str, Any]:
+        """Per-case medians of two rounds (0 is the baseline) and their relative deltas."""
+        view, stream = self.state(run_id)
+        evidence = RunEvidence.folded(record.event() for record in stream)
+        sides = []
+        for number in (first, second):
+            measured = evidence.measured.get(number)
+            if measured is None:
+                if not 0 < number <= view.run.rounds_recorded:
+                    raise InputError(f"run {run_id!r} has no round {number}")
+                raise InputError(
+                    f"round {number} of run {run_id!r} has no measurements (a FAIL round)"
+                )
+            sides.append({m.case_id: m.median_us for m in measured.measurements})
+        cases = []
+        for case in view.cases:
+            a, b = sides[0][case.case_id], sides[1][case.case_id]
+            cases.append(
+                {
+                    "case_id": case.case_id,
+                    "weight": case.weight,
+                    "a_median_us": a,
+                    "b_median_us": b,
+                    "relative_change": (b - a) / a,
+                }
+            )
+        weights = [c.weight for c in view.cases]
+        return {
+            "run_id": run_id,
+            "round_a": first,
+            "round_b": second,
+            "cases": cases,
+            "relative_improvement": decide.weighted_improvement(
+                weights, [c["a_median_us"] for c in cases], [c["b_median_us"] for c in cases]
+            ),
+        }
+
+    def planned_event(self, run_id: str) -> RunPlanned:
+        """The run's RunPlanned, refused when the run is unknown."""
+        with self.store.transaction() as conn:
+            first = self.store.read_version(conn, run_id, 1)
+        if first is None:
+            raise InputError(f"run {run_id!r} is not in the ledger")
+        event = first.event()
+        assert isinstance(event, RunPlanned)
+        return event
+
+    def head_hash(self, run_id: str) -> str:
+        """The event hash of the run's latest event."""
+        with self.store.transaction() as conn:
+            return self.store.stream_head(conn, run_id)[1]
+
+    def stream(self, run_id: str) -> list[StoredEvent]:
+        """The run's events in version order."""
+        with self.store.transaction() as conn:
+            return self.store.read_stream(conn, run_id)
+
+    def kernel_source(self, digest: str) -> bytes | None:
+        """A kernel source stored under its sha256, or None."""
+        with self.store.transaction() as conn:
+            return self.store.get_blob(conn, digest)

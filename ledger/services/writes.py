@@ -1,0 +1,511 @@
+"""The use cases that append, one method each: read the run, decide with the pure core
+(ledger/core/round.py, controller.py, decide.py), append events and projection rows in one
+transaction (`Session.append`). `LedgerService` has them as its methods (`Writes`).
+
+    plan      config file      -> RunPlanned, ValidationLinked, MeasurementsRecorded (baseline)
+    record    round result     -> [RunReopened], RoundSubmitted, ValidationLinked,
+                                  [MeasurementsRecorded], RoundDecided
+    profile   profiler output  -> ProfileRecorded
+    diagnose  bottleneck model -> DiagnosisRecorded
+    noise     A/A remeasure    -> NoiseMeasured
+    conclude  run              -> RunConcluded (once; `analyze` writes its files,
+                                  ledger/services/analysis.py)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ledger.core import projections
+from ledger.core.controller import (
+    attribution_settings,
+    conclusion_event,
+    profile_event,
+    samples_not_found,
+    sources_not_samples,
+)
+from ledger.core.events import (
+    DiagnosisRecorded,
+    Event,
+    MeasurementsRecorded,
+    NoiseMeasured,
+    ProfileRecorded,
+    RoundSubmitted,
+    RunPlanned,
+    RunReopened,
+)
+from ledger.core.evidence import EVIDENCE_EVENT_TYPES, DecisionScope, RunEvidence
+from ledger.core.projections import RunView
+from ledger.core.round import admit, round_events
+from ledger.errors import ConflictError, InputError, LedgerMissing
+from ledger.inputs.jsonio import read_bytes, read_json
+from ledger.inputs.models import (
+    MeasurementIn,
+    Sha256,
+    base_folder,
+    config_warnings,
+    load_config,
+    load_round_result,
+    resolve,
+    validate_model,
+)
+from ledger.integrity.hashing import sha256_hex
+from ledger.services.building import (
+    checked_round,
+    measured_cases,
+    plan_events,
+    read_kernel,
+    recorded_file,
+    submitted_event,
+)
+from ledger.services.session import Session
+from ledger.store import readmodel
+from ledger.store.eventstore import StoredEvent
+from ledger.text import display
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    run_id: str
+    kernel_sha256: str
+    case_count: int
+    samples_not_found: tuple[str, ...] = ()  # baseline cases whose `source` was not there
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
+    warnings: tuple[str, ...] = ()
+    dry_run: bool = False
+    sources_not_samples: tuple[str, ...] = ()  # baseline cases whose `source` holds no samples
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    run_id: str
+    round: int
+    decision: str
+    relative_improvement: float | None
+    worst_case_regression: float | None
+    cumulative_improvement: float
+    target_met: bool
+    needs_diagnosis: bool
+    remaining_rounds: int
+    best_kernel_sha256: str
+    flags: tuple[str, ...] = ()
+    samples_not_found: tuple[str, ...] = ()  # cases whose `source` was not there
+    events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
+    already_recorded: bool = False  # a retry of a round recorded from this very file
+    sources_not_samples: tuple[str, ...] = ()  # cases whose `source` holds no samples
+
+
+class NoiseFile(BaseModel):
+    """An A/A remeasure: the kernel it timed (must be the current best) and its timings."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True, defer_build=True)
+    kernel_sha256: Sha256
+    measurements: list[MeasurementIn]
+
+
+class Writes(Session):
+    """The use cases that append, one method each."""
+
+    # --- plan ------------------------------------------------------------------------------
+
+    def plan(
+        self,
+        config_path: Path,
+        *,
+        base_dir: Path | None = None,
+        statistics: dict[str, Any] | None = None,
+        check: Callable[[Sequence[Event]], None] | None = None,
+        dry_run: bool = False,
+    ) -> PlanResult:
+        """Validate a run configuration and lock the run. Relative paths in the configuration
+        resolve against `base_dir` (default: the working directory). `statistics` replaces the
+        configuration's statistics settings (see `plan_events`); `check`, a caller's own
+        rule, sees the events about to be appended and raises to refuse them. With
+        `dry_run`, only check (the run id too, where a ledger exists) and write nothing."""
+        doc, config = load_config(Path(config_path).absolute())
+        warnings = tuple(config_warnings(doc.value))
+        planned = plan_events(
+            doc, config, base_folder(base_dir), statistics=statistics, warnings=warnings
+        )
+        try:
+            with self.store.transaction() as conn:
+                if self.store.stream_head(conn, config.run_id)[0] != 0:
+                    raise InputError(f"run {config.run_id!r} is already in the ledger")
+        except LedgerMissing:
+            if not dry_run:
+                raise
+        if check is not None:
+            check(planned.events)
+        if not dry_run:
+            self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
+        baseline = planned.events[2]
+        assert isinstance(baseline, MeasurementsRecorded)
+        return PlanResult(
+            config.run_id,
+            planned.kernel.ref.sha256,
+            len(config.case_ids),
+            tuple(samples_not_found(baseline)),
+            planned.events,
+            warnings,
+            dry_run,
+            tuple(sources_not_samples(baseline)),
+        )
+
+    # --- record ----------------------------------------------------------------------------
+
+    def record(
+        self,
+        run_id: str,
+        result_path: Path,
+        *,
+        base_dir: Path | None = None,
+        reopen: str | None = None,
+        check: Callable[[Sequence[Event]], None] | None = None,
+    ) -> RecordResult:
+        """Record one round: validate it against the run's state, decide, append. Relative
+        paths in the round result resolve against `base_dir` (default: the working
+        directory).
+
+        A concluded run accepts no rounds, unless `reopen` gives the reason to take one
+        anyway (as the JSON-file controller does): then RunReopened goes before the round,
+        in the same append, so a refused round leaves the run concluded. `check`, a caller's
+        own rule, sees the events about to be appended and raises to refuse them."""
+        base = base_folder(base_dir)
+        result_path = Path(result_path).absolute()
+        doc, result = load_round_result(result_path)
+        view = self.view(run_id)
+        run = view.run
+        if 1 <= result.round <= run.rounds_recorded:
+            return self._recorded(run, result.round, doc.sha256)
+        refused = admit(view, result.round, result.parent_kernel_sha256)
+        items: list[Event] = []
+        if refused and refused[0].rule == "concluded" and reopen is not None:
+            conclusion = str(run.conclusion)
+            items.append(RunReopened(conclusion=conclusion, round=result.round, reason=reopen))
+            refused = refused[1:]
+        if refused:
+            raise InputError(refused[0].message)
+        candidate = read_kernel(
+            resolve(base, result.candidate.path), "candidate.path", written=result.candidate.path
+        )
+        plan, evidence = self.decision_evidence(
+            view, [run.best_kernel_sha256, candidate.ref.sha256]
+        )
+        validation, measured = checked_round(
+            result, result_path, candidate, view, "measurements", base=base
+        )
+        outcome = round_events(
+            view=view,
+            evidence=evidence,
+            plan=plan,
+            submitted=submitted_event(
+                result, candidate, recorded_file(result_path, doc.sha256, doc.size), doc.value
+            ),
+            validation=validation,
+            measurements=measured,
+        )
+        items += outcome.events
+        if check is not None:
+            check(items)
+        after, _ = self.append(run_id, view, items, [candidate.content])
+        decision = outcome.decided
+        return RecordResult(
+            run_id=run_id,
+            round=decision.round,
+            decision=decision.decision,
+            relative_improvement=decision.relative_improvement,
+            worst_case_regression=decision.worst_case_regression,
+            cumulative_improvement=decision.cumulative_improvement,
+            target_met=decision.target_met,
+            needs_diagnosis=decision.needs_diagnosis,
+            remaining_rounds=decision.remaining_rounds,
+            best_kernel_sha256=after.run.best_kernel_sha256,
+            flags=tuple(decision.flags),
+            samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
+            events=tuple(items),
+            sources_not_samples=tuple(sources_not_samples(evidence.measured.get(decision.round))),
+        )
+
+    def _recorded(self, run: Any, round_no: int, result_sha256: str) -> RecordResult:
+        """A round already in the ledger: the answer it got when this same result file was
+        recorded (a retry after the commit; nothing is written), else a rejection that
+        names its decision."""
+        from ledger.store.history import RoundFilter, query_rounds
+
+        with self.store.transaction() as conn:
+            version = readmodel.nth_version(conn, run.run_id, "RoundSubmitted", round_no)
+            submitted = (
+                self.store.read_version(conn, run.run_id, version) if version is not None else None
+            )
+            rows = query_rounds(conn, RoundFilter(run_id=run.run_id))
+        row = next((r for r in rows if r.round == round_no), None)
+        event = submitted.event() if submitted is not None else None
+        if row is None or not isinstance(event, RoundSubmitted):
+            raise InputError(f"round {round_no} of run {run.run_id!r} is already recorded")
+        if event.result.sha256 != result_sha256:
+            raise InputError(
+                f"round {round_no} is out of order: run {run.run_id!r} already recorded it "
+                f"(decided {row.decision}, from another result file); the next round is "
+                f"{run.rounds_recorded + 1}"
+            )
+        return RecordResult(
+            run_id=run.run_id,
+            round=round_no,
+            decision=row.decision,
+            relative_improvement=row.relative_improvement,
+            worst_case_regression=row.worst_case_regression,
+            cumulative_improvement=row.cumulative_improvement,
+            target_met=row.target_met,
+            needs_diagnosis=row.needs_diagnosis,
+            remaining_rounds=row.remaining_rounds,
+            best_kernel_sha256=row.best_kernel_sha256,
+            flags=tuple(f for f in (row.flags or "").split(",") if f),
+            already_recorded=True,
+        )
+
+    def decision_evidence(
+        self, view: RunView, kernels: Sequence[str]
+    ) -> tuple[RunPlanned, RunEvidence]:
+        """The run's plan and what a decision on its next round reads of its events (the best
+        round's measurements, the latest profile of each of `kernels`, the failed mechanisms
+        since the last diagnosis while the run needs one), folded by the reducer the verifier
+        folds every event with (`RunEvidence.folded`) and cut to the decision's scope
+        (`RunEvidence.within`).
+
+        The events are found through the events-by-type index (`_scoped_events`): a few
+        lookups whatever the run's length, so `record` costs the same at round 1,000 as at
+        round 1. A run with A/A remeasures reads its evidence events whole (the noise pairs
+        need every measurement of the remeasured kernels). `view` must be the run's current
+        projection: another writer in between is a conflict."""
+        run_id = view.run.run_id
+        scope = DecisionScope.of(view, kernels)
+        with self.store.transaction() as conn:
+            head = self.store.stream_head(conn, run_id)[0]
+            if head != view.run.stream_version:
+                raise ConflictError(
+                    f"run {run_id} is at version {head}, not {view.run.stream_version}: "
+                    "another writer recorded first; nothing was written, retry"
+                )
+            events = _scoped_events(conn, view, scope)
+            if events is None:
+                stream = self.store.read_stream(conn, run_id, types=EVIDENCE_EVENT_TYPES)
+                events = [stored.event() for stored in stream]
+        plan = events[0]
+        assert isinstance(plan, RunPlanned)
+        return plan, RunEvidence.folded(events).within(scope)
+
+    # --- profile and diagnose --------------------------------------------------------------
+
+    def profile(
+        self,
+        run_id: str,
+        path: Path,
+        *,
+        baseline: bool = False,
+        round_no: int | None = None,
+        kernel_sha256: str | None = None,
+        kernel_name: str | None = None,
+        shape: str | None = None,
+    ) -> ProfileRecorded:
+        """Ingest profiler output for one kernel of the run and attribute its bottleneck."""
+        from ledger.inputs.profiles import load_profile
+
+        if sum((baseline, round_no is not None, kernel_sha256 is not None)) != 1:
+            raise InputError("name exactly one of --baseline, --round N or --kernel SHA256")
+        view, stream = self.state(run_id)
+        plan = stream[0].event()
+        assert isinstance(plan, RunPlanned)
+        if baseline:
+            subject, sha, round_no = "baseline", plan.kernel.sha256, 0
+        elif round_no is not None:
+            subject, sha = "round", _round_candidate(stream, round_no, run_id)
+        else:
+            subject, sha = "kernel", str(kernel_sha256)
+            if sha not in _run_kernels(stream):
+                raise InputError(f"kernel {sha} is not a kernel of run {run_id!r}")
+        path = Path(path).absolute()
+        parsed = load_profile(path, kernel_name=kernel_name, shape=shape)
+        base = path if path.is_dir() else path.parent
+        files, blobs = [], []
+        for source in parsed.files:
+            full = (
+                (base / source.path).resolve()
+                if not Path(source.path).is_absolute()
+                else Path(source.path)
+            )
+            data = read_bytes(full, "profile file")
+            if sha256_hex(data) != source.sha256:
+                raise InputError(f"profile file {display(full)} changed while it was read")
+            files.append(recorded_file(full, source.sha256, source.size))
+            blobs.append(data)
+        event = profile_event(
+            attribution_settings(plan),
+            subject=subject,
+            round_no=round_no,
+            kernel_sha256=sha,
+            origin="file",
+            fmt=parsed.format,
+            signals=dict(parsed.signals),
+            attributes=dict(parsed.attributes),
+            files=files,
+            aggregation=parsed.aggregation,
+            kernel_name=parsed.kernel_name,
+            notes=list(parsed.notes),
+            shapes=[(p.shape, p.launches, p.total_us, dict(p.signals)) for p in parsed.shapes],
+        )
+        self.append(run_id, view, [event], blobs)
+        return event
+
+    def diagnose(self, run_id: str, bottleneck: str, evidence_text: str) -> DiagnosisRecorded:
+        """Record a new bottleneck model; the consecutive-failure count restarts."""
+        from ledger.core.bottleneck import Bottleneck
+
+        classes = [b.value for b in Bottleneck]
+        if bottleneck not in classes:
+            raise InputError(
+                f"--bottleneck must be one of {', '.join(classes)}, not {bottleneck!r}"
+            )
+        if not evidence_text.strip():
+            raise InputError("--evidence must say what supports the new bottleneck model")
+        view = self.view(run_id)
+        if view.concluded:
+            raise InputError(f"run {run_id!r} has concluded ({view.run.conclusion})")
+        event = DiagnosisRecorded(
+            bottleneck=bottleneck,
+            evidence=evidence_text.strip(),
+            after_round=view.run.rounds_recorded,
+            consecutive_failures_before=view.run.consecutive_failures,
+        )
+        self.append(run_id, view, [event], [])
+        return event
+
+    # --- noise -----------------------------------------------------------------------------
+
+    def noise(self, run_id: str, path: Path, *, base_dir: Path | None = None) -> dict[str, Any]:
+        """Record an A/A remeasure of the current best kernel; report the drift estimate.
+        Relative `source` paths resolve against `base_dir` (default: the working directory)."""
+        from ledger.core import stats
+
+        base = base_folder(base_dir)
+        path = Path(path).absolute()
+        doc = read_json(path, "measurements file")
+        shown = display(path)
+        item = validate_model(NoiseFile, doc.value, "measurements file", shown)
+        view, stream = self.state(run_id, evidence_only=True)
+        if view.concluded:
+            raise InputError(f"run {run_id!r} has concluded ({view.run.conclusion})")
+        if item.kernel_sha256 != view.run.best_kernel_sha256:
+            raise InputError(
+                f"measurements file {shown} names kernel {item.kernel_sha256}, not the current "
+                f"best kernel of run {run_id!r} ({view.run.best_kernel_sha256})"
+            )
+        planned = [c.case_id for c in view.cases]
+        measured = measured_cases(item.measurements, planned, base, "measurements")
+        event = NoiseMeasured(
+            kernel_sha256=item.kernel_sha256,
+            after_round=view.run.rounds_recorded,
+            measurements=measured,
+            source=recorded_file(path, doc.sha256, doc.size),
+        )
+        evidence = RunEvidence.folded([*(stored.event() for stored in stream), event])
+        self.append(run_id, view, [event], [])
+        config = stats.StatisticsConfig.from_recorded(evidence.statistics)
+        weights = [c.weight for c in view.cases]
+        drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
+        return {
+            "run_id": run_id,
+            "kernel_sha256": item.kernel_sha256,
+            "pairs": len(evidence.noise_pairs),
+            **drift.to_evidence(),
+        }
+
+    # --- conclude --------------------------------------------------------------------------
+
+    def conclude(self, run_id: str, view: RunView | None = None) -> RunView:
+        """Conclude the run once; a concluded run is returned as it is. `view`, when given,
+        is the run's full view as the caller read it (a writer in between is a conflict)."""
+        view = view or self.full_view(run_id)
+        if view.concluded:
+            return view
+        after, _ = self.append(run_id, view, [conclusion_event(view)], [])
+        return projections.RunView(run=after.run, cases=after.cases, rounds=view.rounds)
+
+    @staticmethod
+    def conclusion_preview(view: RunView) -> RunView:
+        """The view `conclude` would give a run in this state, with nothing appended."""
+        if view.concluded:
+            return view
+        event = conclusion_event(view)  # at the run's last time: the clock is not consulted
+        after = projections.apply(view, view.run.stream_version + 1, view.run.updated_at, event)
+        return projections.RunView(run=after.run, cases=after.cases, rounds=view.rounds)
+
+
+def _scoped_events(conn: Any, view: RunView, scope: DecisionScope) -> list[Event] | None:
+    """The events a decision in `scope` reads, in version order, found through the
+    events-by-type index: the plan, the best round's measurements, the latest profile of
+    each kernel, and while the run needs a diagnosis the last diagnosis and the decisions
+    after it on a round that was not kept and named a mechanism. None where the run needs
+    its evidence events whole (remeasures) or they are not laid out as `plan` and `record`
+    append them (the baseline's measurements first, each round's before its decision)."""
+    run_id = view.run.run_id
+    rare = readmodel.type_versions(conn, run_id, ("NoiseMeasured", "DiagnosisRecorded"))
+    if any(kind == "NoiseMeasured" for _, kind in rare):
+        return None
+    if scope.best_round == 0:
+        measured = readmodel.nth_version(conn, run_id, "MeasurementsRecorded", 1)
+    else:
+        decided = readmodel.nth_version(conn, run_id, "RoundDecided", scope.best_round)
+        measured = (
+            readmodel.last_version_before(conn, run_id, "MeasurementsRecorded", decided)
+            if decided is not None
+            else None
+        )
+    if measured is None:
+        return None
+    wanted = {1, measured}
+    if scope.failures:
+        diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
+        after = diagnoses[-1] if diagnoses else 0
+        wanted.update(diagnoses[-1:])
+        decided = readmodel.versions_after(conn, run_id, "RoundDecided", after)
+        # the i-th decision since the diagnosis is of round `first + i`; the reducer reads
+        # only a round that was not kept and named a mechanism (the rounds rows say which)
+        first = view.run.rounds_recorded - len(decided) + 1
+        failed = readmodel.failed_rounds(conn, run_id, first)
+        wanted.update(v for i, v in enumerate(decided, start=first) if i in failed)
+    for kernel in sorted(scope.kernels):
+        version = readmodel.latest_profile_version(conn, run_id, kernel)
+        if version is not None:
+            wanted.add(version)
+    found = {e.stream_version: e.event() for e in readmodel.read_versions(conn, run_id, wanted)}
+    plan, best = found.get(1), found.get(measured)
+    if not isinstance(plan, RunPlanned):
+        return None
+    if not isinstance(best, MeasurementsRecorded) or best.round != scope.best_round:
+        return None
+    return [found[version] for version in sorted(found)]
+
+
+def _round_candidate(stream: Sequence[StoredEvent], round_no: int, run_id: str) -> str:
+    for stored in stream:
+        if stored.event_type == "RoundSubmitted":
+            event = stored.event()
+            assert isinstance(event, RoundSubmitted)
+            if event.round == round_no:
+                return event.candidate.sha256
+    raise InputError(f"run {run_id!r} has no round {round_no}")
+
+
+def _run_kernels(stream: Sequence[StoredEvent]) -> set[str]:
+    kernels = set()
+    for stored in stream:
+        if stored.event_type in ("RunPlanned", "RoundSubmitted"):
+            event = stored.event()
+            ref = event.kernel if isinstance(event, RunPlanned) else event.candidate  # type: ignore[union-attr]
+            kernels.add(ref.sha256)
+    return kernels
