@@ -299,28 +299,23 @@ def round_document(row, run) -> dict[str, Any]:
 
 
 def decision_reason(row, run) -> str:
-    """Why the round got its decision, from its I and R and the run's objective."""
-    if row.decision == "FAIL" or row.relative_improvement is None:
-        return f"validation {row.validation_status}: the candidate was not measured"
-    i, r = row.relative_improvement, row.worst_case_regression
-    if run is None:
-        return f"I {i:+.2%}, R {r:+.2%}"
-    floor, least, most = run.noise_floor, run.min_relative_improvement, run.max_case_regression
-    if abs(i) < floor:
-        by_medians = "NOISE"
-        grounds = f"|I| {abs(i):.2%} is below the noise floor {floor:.2%}"
-    elif i >= least and r <= most:
-        by_medians = "KEEP"
-        grounds = f"I {i:+.2%} reaches {least:.2%} and R {r:+.2%} stays within {most:.2%}"
-    elif i < least:
-        by_medians = "DISCARD"
-        grounds = f"I {i:+.2%} is below the minimum improvement {least:.2%}"
-    else:
-        by_medians = "DISCARD"
-        grounds = f"R {r:+.2%} exceeds the case-regression limit {most:.2%}"
-    if by_medians == row.decision:
-        return grounds
-    return f"the medians say {by_medians} ({grounds}), but the raw samples make it {row.decision}"
+    """Why the round got its decision, in the contract's words (ledger/core/decide.py)."""
+    from ledger.core.decide import Objective, reason
+
+    return reason(
+        row.decision,
+        validation_status=row.validation_status,
+        improvement=row.relative_improvement,
+        regression=row.worst_case_regression,
+        objective=None
+        if run is None
+        else Objective(
+            run.target_relative_improvement,
+            run.min_relative_improvement,
+            run.noise_floor,
+            run.max_case_regression,
+        ),
+    )
 
 
 def _like_profile(ledger: Ledger, path: str, kernel_name: str | None, limit: int) -> Outcome:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ledger.core import decide
@@ -123,6 +123,7 @@ def decide_round(
 
     The verifier calls this same function to re-derive every recorded decision.
     """
+    rules = decide.contract()
     weights = [c.weight for c in view.cases]
     best = [float(c.best_median_us) for c in view.cases]  # type: ignore[arg-type]
     baseline = [float(c.baseline_median_us) for c in view.cases]  # type: ignore[arg-type]
@@ -144,7 +145,7 @@ def decide_round(
     else:
         improvement = decide.weighted_improvement(weights, best, candidate_medians)
         regression = decide.worst_regression(best, candidate_medians)
-        decision = decide.contract_decision(improvement, regression, objective)
+        decision = rules.decision(improvement, regression, objective)
         kind = "medians"
     statistics = None
     flags: list[str] = []
@@ -181,8 +182,8 @@ def decide_round(
         )
     else:
         best_after = best_before
-    failures = decide.next_consecutive_failures(run.consecutive_failures, decision)
-    progress = decide.progress(
+    failures = rules.failures(run.consecutive_failures, decision)
+    progress = rules.progress(
         weights=weights,
         original_baseline=baseline,
         best=best_after.medians_us,
@@ -284,30 +285,21 @@ def sources_not_samples(measured: MeasurementsRecorded | None) -> list[str]:
 
 
 def conclusion_as_recorded(view: RunView, recorded: RunConcluded) -> bool:
-    """Whether a stored conclusion follows from the run, under the rule in force when it was
-    recorded. Before migration 0008 a target of 0 (or less) counted as met from the plan on,
-    so a run analyzed before its first round concluded `passed`; SPEC 3 decides
-    `target_met` after every round, so today it concludes `inconclusive`. A conclusion
-    recorded under the earlier rule still verifies as recorded."""
-    if conclusion_event(view) == recorded:
-        return True
-    run = view.run
-    earlier_rule = (
-        run.rounds_recorded == 0
-        and run.target_relative_improvement <= 0.0
-        and recorded.round_count == 0
-        and recorded.target_met
-    )
-    if not earlier_rule:
-        return False
-    met = replace(view, run=replace(run, target_met=True))
-    return conclusion_event(met) == recorded
+    """Whether a stored conclusion follows from the run: from one of the standings the
+    contract's conclusions may rest on (`Contract.recorded_standings`)."""
+    rules = decide.contract()
+    standings = rules.recorded_standings(_standing(view), view.objective)
+    return any(_concluded(view, p, rules) == recorded for p in standings)
 
 
 def conclusion_event(view: RunView) -> RunConcluded:
     """The pure part of `analyze`: how the run concludes, from its state."""
+    return _concluded(view, _standing(view), decide.contract())
+
+
+def _standing(view: RunView) -> decide.Progress:
     run = view.run
-    progress = decide.Progress(
+    return decide.Progress(
         rounds_recorded=run.rounds_recorded,
         consecutive_failures=run.consecutive_failures,
         cumulative_improvement=run.cumulative_improvement,
@@ -315,12 +307,16 @@ def conclusion_event(view: RunView) -> RunConcluded:
         needs_diagnosis=run.needs_diagnosis,
         remaining_rounds=run.remaining_rounds,
     )
+
+
+def _concluded(view: RunView, p: decide.Progress, rules: decide.Contract) -> RunConcluded:
+    run = view.run
     return RunConcluded(
-        conclusion=decide.conclude(progress).value,
-        target_met=run.target_met,
-        needs_diagnosis=run.needs_diagnosis,
-        cumulative_improvement=run.cumulative_improvement,
-        round_count=run.rounds_recorded,
+        conclusion=rules.conclusion(p).value,
+        target_met=p.target_met,
+        needs_diagnosis=p.needs_diagnosis,
+        cumulative_improvement=p.cumulative_improvement,
+        round_count=p.rounds_recorded,
         kept_rounds=[r.round for r in view.rounds if r.decision == "KEEP"],
         best_kernel=BestKernel(
             sha256=run.best_kernel_sha256,

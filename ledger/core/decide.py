@@ -1,21 +1,30 @@
-"""Every decision rule of a round, as pure functions: values in, values out.
+"""The contract (SPEC 3), versioned, and every other decision rule of a round: pure
+functions, values in, values out. No I/O, no clock, no database.
 
-No I/O, no clock, no database. `record`, the replay verifier and the dry-run `decide`
-command call these very functions, so a replay re-derives exactly what was decided.
+    Contract                  one version of the contract: the decision of a measured round,
+                              the consecutive-failure count, the run's standing after a
+                              round, the conclusion, and the words that explain each outcome
+    CONTRACTS                 every version by number; the newest decides what is recorded now
+    contract(version)         the version a stored decision or conclusion records (1 if none)
+    reason(...)               history's one-line grounds of a decided round
 
-The contract (SPEC 3) is computed in float64, in configuration case order, left to right:
+`record`, the replay verifier and the dry-run `decide` command call these very functions, so
+a replay re-derives exactly what was decided.
+
+I and R are computed in float64, in configuration case order, left to right:
 
     I = sum_i (w_i / W) * ((b_i - c_i) / b_i)      W = w_1 + ... + w_n
     R = max_i (c_i - b_i) / b_i
 
-Given only medians these functions reproduce the existing controller bit for bit.
+Given only medians version 1 reproduces the existing controller bit for bit. Beyond the
+contract: the mechanism a round changed, the profiler check of it and retried mechanisms.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 
@@ -76,18 +85,6 @@ def worst_regression(best: Sequence[float], candidate: Sequence[float]) -> float
     return max((c - b) / b for b, c in zip(best, candidate, strict=True))
 
 
-def contract_decision(improvement: float, regression: float, objective: Objective) -> Decision:
-    """The decision of SPEC 3 for a candidate that passed validation."""
-    if abs(improvement) < objective.noise_floor:
-        return Decision.NOISE
-    if (
-        improvement >= objective.min_relative_improvement
-        and regression <= objective.max_case_regression
-    ):
-        return Decision.KEEP
-    return Decision.DISCARD
-
-
 @dataclass(frozen=True, slots=True)
 class Progress:
     """The run's standing after a round (or after planning, with zero rounds)."""
@@ -100,40 +97,233 @@ class Progress:
     remaining_rounds: int
 
 
-def progress(
+@dataclass(frozen=True, slots=True)
+class Grounds:
+    """Why the contract gave a measured round its decision, in words.
+
+    `rule` names the rule that fired (explain.RULES), `clause` states it with its numbers
+    (the sentence `show`, the report and the web view print), `brief` is the short form
+    `history --json` gives as `reason`."""
+
+    decision: Decision
+    rule: str
+    clause: str
+    brief: str
+
+    def sentence(self, qualifier: str = "") -> str:
+        """The clause as one sentence; `qualifier` (what raw samples add to a KEEP) goes
+        before its end."""
+        if self.decision is Decision.KEEP:
+            return f"KEEP: {self.clause}{qualifier}; the candidate became the best kernel."
+        return f"{self.decision}: {self.clause}{qualifier}."
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:+.2f}%"
+
+
+def _limit(value: float) -> str:
+    return f"{value * 100:.2f}%"
+
+
+class Contract:
+    """Version 1 of the contract: SPEC 3 as the JSON-file controller applies it.
+
+    A version holds every contract rule (the decision of a measured round, the
+    consecutive-failure count, the run's standing after a round, the conclusion) and the
+    words that explain each outcome. A later version subclasses this one, sets `version`
+    and overrides what changed, words included; `CONTRACTS` lists every version."""
+
+    version: int = 1
+
+    # --- the rules ---------------------------------------------------------------------
+
+    def decision(self, improvement: float, regression: float, objective: Objective) -> Decision:
+        """The decision for a candidate that passed validation (a failed one is FAIL)."""
+        if abs(improvement) < objective.noise_floor:
+            return Decision.NOISE
+        if (
+            improvement >= objective.min_relative_improvement
+            and regression <= objective.max_case_regression
+        ):
+            return Decision.KEEP
+        return Decision.DISCARD
+
+    def failures(self, previous: int, decision: Decision) -> int:
+        """KEEP resets the consecutive-failure count; every other decision adds one."""
+        return 0 if decision is Decision.KEEP else previous + 1
+
+    def progress(
+        self,
+        *,
+        weights: Sequence[float],
+        original_baseline: Sequence[float],
+        best: Sequence[float],
+        rounds_recorded: int,
+        consecutive_failures: int,
+        objective: Objective,
+        limits: Limits,
+    ) -> Progress:
+        """Cumulative improvement, target, diagnosis and budget after `rounds_recorded`
+        rounds."""
+        cumulative = weighted_improvement(weights, original_baseline, best)
+        return Progress(
+            rounds_recorded=rounds_recorded,
+            consecutive_failures=consecutive_failures,
+            cumulative_improvement=cumulative,
+            target_met=cumulative >= objective.target_relative_improvement,
+            needs_diagnosis=consecutive_failures >= limits.max_consecutive_failures,
+            remaining_rounds=limits.max_rounds - rounds_recorded,
+        )
+
+    def conclusion(self, p: Progress) -> Conclusion:
+        """passed if the target is met; failed if the budget is spent or diagnosis is
+        needed; else inconclusive."""
+        if p.target_met:
+            return Conclusion.PASSED
+        if p.remaining_rounds <= 0 or p.needs_diagnosis:
+            return Conclusion.FAILED
+        return Conclusion.INCONCLUSIVE
+
+    def recorded_standings(self, p: Progress, objective: Objective) -> tuple[Progress, ...]:
+        """The standings a conclusion recorded under this version may rest on, for a replay.
+
+        A run's standing before its first round has the target not met (SPEC 3 decides
+        `target_met` after a round). Until migration 0008 kernel-ledger counted a target of
+        0 or less as met from the plan on, so a run analyzed before its first round
+        concluded `passed`. Version 1 is recorded without its number, then and since, so a
+        version-1 conclusion of such a run may rest on either reading; a later version is
+        recorded with its number and has one."""
+        before_any_round = p.rounds_recorded == 0
+        if self.version == 1 and before_any_round and objective.target_relative_improvement <= 0:
+            return (p, replace(p, target_met=True))
+        return (p,)
+
+    # --- the words ---------------------------------------------------------------------
+
+    def grounds(
+        self,
+        decision: Decision | str,
+        improvement: float,
+        regression: float,
+        objective: Objective,
+        worst_case: str | None = None,
+    ) -> Grounds:
+        """Why a measured round got `decision` from this version's rule, with its numbers:
+        the recorded decision is explained, never decided again. `worst_case` names the
+        case of the largest regression R."""
+        i, r, o = improvement, regression, objective
+        r_text = f"worst case R = {_pct(r)}" + (f" on {worst_case}" if worst_case else "")
+        if decision == Decision.NOISE:
+            return Grounds(
+                Decision.NOISE,
+                "noise-floor",
+                f"|I| = {abs(i) * 100:.2f}% is below the noise floor {_limit(o.noise_floor)}, "
+                f"too small to tell from measurement noise ({r_text})",
+                f"|I| {abs(i):.2%} is below the noise floor {o.noise_floor:.2%}",
+            )
+        if decision == Decision.DISCARD:
+            low = i < o.min_relative_improvement
+            high = r > o.max_case_regression
+            parts = []
+            if low:
+                parts.append(
+                    f"I = {_pct(i)} is below the minimum improvement "
+                    f"{_limit(o.min_relative_improvement)}"
+                )
+            if high:
+                parts.append(f"{r_text} is over its limit {_limit(o.max_case_regression)}")
+            if low:
+                brief = (
+                    f"I {i:+.2%} is below the minimum improvement {o.min_relative_improvement:.2%}"
+                )
+            else:
+                brief = f"R {r:+.2%} exceeds the case-regression limit {o.max_case_regression:.2%}"
+            rule = (
+                "min-improvement+case-regression"
+                if low and high
+                else ("min-improvement" if low else "case-regression")
+            )
+            # a DISCARD that is neither cannot come from this rule: say what was stored
+            return Grounds(
+                Decision.DISCARD, rule, " and ".join(parts) or f"I = {_pct(i)}, {r_text}", brief
+            )
+        return Grounds(
+            Decision.KEEP,
+            "keep",
+            f"I = {_pct(i)} is at least the minimum {_limit(o.min_relative_improvement)} and "
+            f"above the noise floor {_limit(o.noise_floor)}, and {r_text} is within its "
+            f"limit {_limit(o.max_case_regression)}",
+            f"I {i:+.2%} reaches {o.min_relative_improvement:.2%} and R {r:+.2%} stays "
+            f"within {o.max_case_regression:.2%}",
+        )
+
+    def failure(self, failed_cases: Sequence[str] | None) -> str:
+        """The sentence of a FAIL: `failed_cases` are the cases the round's case matrix
+        marks as not passed, None where that file could not be read."""
+        if failed_cases:
+            which = "case " if len(failed_cases) == 1 else "cases "
+            what = f"validation failed on {which}{', '.join(failed_cases)}"
+        elif failed_cases is not None:
+            what = (
+                "the validation manifest's status was not passed (its case matrix marks no "
+                "case as failed)"
+            )
+        else:
+            what = "validation did not pass (the case matrix is not at hand to name the case)"
+        return f"FAIL: {what}, so the candidate was never measured."
+
+    def failure_brief(self, validation_status: str) -> str:
+        """The short form of a FAIL, from the validation manifest's status."""
+        return f"validation {validation_status}: the candidate was not measured"
+
+
+CONTRACTS: dict[int, Contract] = {1: Contract()}
+"""Every version of the contract, by number. A new version is added here and decides every
+round recorded from then on (the newest one decides); a stored decision or conclusion
+replays under the version it records, and one that records none is version 1."""
+
+
+def known_version(version: int) -> int:
+    """`version` when it is a version of `CONTRACTS`; else a ValueError naming those known."""
+    if version not in CONTRACTS:
+        known = ", ".join(str(v) for v in sorted(CONTRACTS))
+        raise ValueError(f"contract version {version} is not known to this kernel-ledger ({known})")
+    return version
+
+
+def contract(version: int | None = None) -> Contract:
+    """The contract of `version`; None: the newest, which decides what is recorded now."""
+    return CONTRACTS[max(CONTRACTS) if version is None else known_version(version)]
+
+
+def contract_decision(improvement: float, regression: float, objective: Objective) -> Decision:
+    """The newest version's decision for a candidate that passed validation: what is decided
+    now (`decide`, the statistics' benchmarks). A replay asks `contract(version)`."""
+    return contract().decision(improvement, regression, objective)
+
+
+def reason(
+    decision: str,
     *,
-    weights: Sequence[float],
-    original_baseline: Sequence[float],
-    best: Sequence[float],
-    rounds_recorded: int,
-    consecutive_failures: int,
-    objective: Objective,
-    limits: Limits,
-) -> Progress:
-    """Cumulative improvement, target, diagnosis and budget after `rounds_recorded` rounds."""
-    cumulative = weighted_improvement(weights, original_baseline, best)
-    return Progress(
-        rounds_recorded=rounds_recorded,
-        consecutive_failures=consecutive_failures,
-        cumulative_improvement=cumulative,
-        target_met=cumulative >= objective.target_relative_improvement,
-        needs_diagnosis=consecutive_failures >= limits.max_consecutive_failures,
-        remaining_rounds=limits.max_rounds - rounds_recorded,
-    )
-
-
-def next_consecutive_failures(previous: int, decision: Decision) -> int:
-    """KEEP resets the count; every other decision adds one."""
-    return 0 if decision is Decision.KEEP else previous + 1
-
-
-def conclude(p: Progress) -> Conclusion:
-    """passed if the target is met; failed if the budget is spent or diagnosis is needed."""
-    if p.target_met:
-        return Conclusion.PASSED
-    if p.remaining_rounds <= 0 or p.needs_diagnosis:
-        return Conclusion.FAILED
-    return Conclusion.INCONCLUSIVE
+    validation_status: str,
+    improvement: float | None,
+    regression: float | None,
+    objective: Objective | None,
+) -> str:
+    """A decided round's grounds in one short sentence (`history --json`'s `reason`), from
+    what its `rounds` row holds. That row keeps no contract version, so the newest version
+    words it, as it decides it; where raw samples overruled the medians, both are named."""
+    if decision == Decision.FAIL or improvement is None or regression is None:
+        return contract().failure_brief(validation_status)
+    if objective is None:
+        return f"I {improvement:+.2%}, R {regression:+.2%}"
+    rules = contract()
+    by_medians = rules.decision(improvement, regression, objective)
+    grounds = rules.grounds(by_medians, improvement, regression, objective).brief
+    if by_medians == decision:
+        return grounds
+    return f"the medians say {by_medians} ({grounds}), but the raw samples make it {decision}"
 
 
 # --- mechanisms, profiles and diagnosis ---------------------------------------------------

@@ -6,8 +6,10 @@
 
 Pure: no I/O, no clock. The sentence is read from what `RoundDecided` stored (the contract's
 I and R, the objective in force, the bootstrap's bounds and the drift it used); nothing is
-decided again, so the words can never disagree with the recorded decision. The report, the
-web view, `show`, `history` and `analyze`'s report.md all call `explain`.
+decided again, so the words can never disagree with the recorded decision. The contract's
+words come from the version of the contract the decision records (`decide.Contract`);
+this module adds what the noise-aware rule said. The report, the web view, `show`,
+`history` and `analyze`'s report.md all call `explain`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from ledger.core.bottleneck import FLOOR_ABOVE_MEASURED, MIXED, TARGET_EXCEEDS_HEADROOM, Bottleneck
 from ledger.core.controller import SAMPLES_NOT_FOUND, SOURCE_NOT_SAMPLES
-from ledger.core.decide import weighted_improvement
+from ledger.core.decide import Objective, contract, weighted_improvement
 from ledger.core.events import (
     Event,
     Measurement,
@@ -149,88 +151,54 @@ def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None)
     caller could still read that (hash-checked) file; None when it could not.
     """
     d = decided
-    o = d.objective
+    rules = contract()
     flags = tuple(d.flags)
-    worst = _worst_case(d)
     if d.decision == "FAIL" or d.relative_improvement is None:
-        if failed_cases:
-            which = "case " if len(failed_cases) == 1 else "cases "
-            what = f"validation failed on {which}{', '.join(failed_cases)}"
-        elif failed_cases is not None:
-            what = (
-                "the validation manifest's status was not passed (its case matrix marks no "
-                "case as failed)"
-            )
-        else:
-            what = "validation did not pass (the case matrix is not at hand to name the case)"
-        sentence = f"FAIL: {what}, so the candidate was never measured."
+        sentence = rules.failure(failed_cases)
         return Explanation(d.round, d.decision, "validation", sentence, flags, None)
     i, r = d.relative_improvement, d.worst_case_regression
     assert r is not None
-    where = f" on {worst}" if worst else ""
+    worst = _worst_case(d)
     stats = d.statistics or {}
-    contract = stats.get("contract_decision", d.decision)
+    o = d.objective
+    objective = Objective(
+        o.target_relative_improvement,
+        o.min_relative_improvement,
+        o.noise_floor,
+        o.max_case_regression,
+    )
+    grounds = rules.grounds(stats.get("contract_decision", d.decision), i, r, objective, worst)
     changed_by = stats.get("changed_by")
-    i_text = f"I = {_p(i)}"
-    r_text = f"worst case R = {_p(r)}{where}"
-    if contract == "NOISE":
-        rule = "noise-floor"
+    if grounds.rule != "keep":
+        return Explanation(d.round, d.decision, grounds.rule, grounds.sentence(), flags, worst)
+    lower, upper = stats.get("improvement_lower"), stats.get("regression_upper")
+    boot = _bootstrap_words(stats)
+    if changed_by == "noise_floor":
+        rule = "bootstrap-noise-floor"
         sentence = (
-            f"NOISE: |I| = {abs(i) * 100:.2f}% is below the noise floor {_limit(o.noise_floor)}, "
-            f"too small to tell from measurement noise ({r_text})."
+            f"NOISE: the medians alone would keep it ({grounds.clause}), but the bootstrap's "
+            f"{boot['alpha']} lower bound of I, {_p(lower)}, is not above the noise floor "
+            f"{_limit(o.noise_floor)}{boot['drift']}."
         )
-    elif contract == "DISCARD":
-        low = i < o.min_relative_improvement
-        high = r > o.max_case_regression
-        parts = []
-        if low:
-            parts.append(
-                f"{i_text} is below the minimum improvement {_limit(o.min_relative_improvement)}"
-            )
-        if high:
-            parts.append(f"{r_text} is over its limit {_limit(o.max_case_regression)}")
-        if not parts:  # cannot happen for a contract DISCARD; say what was stored
-            parts.append(f"{i_text}, {r_text}")
-        rule = (
-            "min-improvement+case-regression"
-            if low and high
-            else ("min-improvement" if low else "case-regression")
+    elif changed_by == "case_regression":
+        rule = "bootstrap-case-regression"
+        sentence = (
+            f"DISCARD: the medians alone would keep it ({grounds.clause}), but the bootstrap's "
+            f"{boot['quantile']} upper bound of R, {_p(upper)}, is over the limit "
+            f"{_limit(o.max_case_regression)}{boot['drift']}."
         )
-        sentence = "DISCARD: " + " and ".join(parts) + "."
-    else:  # the contract kept it
-        base = (
-            f"{i_text} is at least the minimum {_limit(o.min_relative_improvement)} and "
-            f"above the noise floor {_limit(o.noise_floor)}, and {r_text} is within its "
-            f"limit {_limit(o.max_case_regression)}"
-        )
-        lower, upper = stats.get("improvement_lower"), stats.get("regression_upper")
-        boot = _bootstrap_words(stats)
-        if changed_by == "noise_floor":
-            rule = "bootstrap-noise-floor"
-            sentence = (
-                f"NOISE: the medians alone would keep it ({base}), but the bootstrap's "
-                f"{boot['alpha']} lower bound of I, {_p(lower)}, is not above the noise floor "
-                f"{_limit(o.noise_floor)}{boot['drift']}."
+    else:
+        rule = "keep"
+        qualifier = ""
+        if lower is not None:
+            qualifier = (
+                f"; the bootstrap's {boot['alpha']} lower bound of I, {_p(lower)}, clears "
+                f"the noise floor and its {boot['quantile']} upper bound of R, "
+                f"{_p(upper)}, stays within the limit{boot['drift']}"
             )
-        elif changed_by == "case_regression":
-            rule = "bootstrap-case-regression"
-            sentence = (
-                f"DISCARD: the medians alone would keep it ({base}), but the bootstrap's "
-                f"{boot['quantile']} upper bound of R, {_p(upper)}, is over the limit "
-                f"{_limit(o.max_case_regression)}{boot['drift']}."
-            )
-        else:
-            rule = "keep"
-            sentence = f"KEEP: {base}"
-            if lower is not None:
-                sentence += (
-                    f"; the bootstrap's {boot['alpha']} lower bound of I, {_p(lower)}, clears "
-                    f"the noise floor and its {boot['quantile']} upper bound of R, "
-                    f"{_p(upper)}, stays within the limit{boot['drift']}"
-                )
-            elif d.evidence == "medians":
-                sentence += " (medians only: no raw samples to test it against noise)"
-            sentence += "; the candidate became the best kernel."
+        elif d.evidence == "medians":
+            qualifier = " (medians only: no raw samples to test it against noise)"
+        sentence = grounds.sentence(qualifier)
     return Explanation(d.round, d.decision, rule, sentence, flags, worst)
 
 

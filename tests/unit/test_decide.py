@@ -1,4 +1,4 @@
-"""The decision contract (SPEC 3), including values exactly at each threshold."""
+"""The decision contract (SPEC 3), version 1, including values exactly at each threshold."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from ledger.core.decide import (
     Decision,
     Limits,
     Objective,
-    conclude,
-    contract_decision,
-    next_consecutive_failures,
-    progress,
+    contract,
+    reason,
     weighted_improvement,
     worst_regression,
 )
+
+V1 = contract(1)  # a version's rules never change: these hold for version 1 forever
 
 OBJ = Objective(
     target_relative_improvement=0.10,
@@ -71,22 +71,22 @@ def test_mismatched_lengths_are_programming_errors():
     ],
 )
 def test_contract_thresholds(improvement, regression, expected):
-    assert contract_decision(improvement, regression, OBJ) is expected
+    assert V1.decision(improvement, regression, OBJ) is expected
 
 
 def test_noise_wins_over_keep_when_floor_exceeds_minimum():
     obj = Objective(0.1, min_relative_improvement=0.0, noise_floor=0.02, max_case_regression=1.0)
-    assert contract_decision(0.015, 0.0, obj) is Decision.NOISE
+    assert V1.decision(0.015, 0.0, obj) is Decision.NOISE
 
 
 def test_consecutive_failures():
-    assert next_consecutive_failures(2, Decision.KEEP) == 0
+    assert V1.failures(2, Decision.KEEP) == 0
     for d in (Decision.DISCARD, Decision.NOISE, Decision.FAIL):
-        assert next_consecutive_failures(2, d) == 3
+        assert V1.failures(2, d) == 3
 
 
 def _progress(best, rounds=1, failures=0, limits=Limits(3, 2)):
-    return progress(
+    return V1.progress(
         weights=[1.0, 1.0],
         original_baseline=[10.0, 10.0],
         best=best,
@@ -100,12 +100,46 @@ def _progress(best, rounds=1, failures=0, limits=Limits(3, 2)):
 def test_progress_and_conclusion():
     p = _progress([9.0, 9.0])  # exactly 10%: target met at the threshold
     assert p.cumulative_improvement == pytest.approx(0.1) and p.target_met
-    assert conclude(p) is Conclusion.PASSED
+    assert V1.conclusion(p) is Conclusion.PASSED
     p = _progress([9.5, 9.5], rounds=3)
-    assert p.remaining_rounds == 0 and conclude(p) is Conclusion.FAILED
+    assert p.remaining_rounds == 0 and V1.conclusion(p) is Conclusion.FAILED
     p = _progress([9.5, 9.5], rounds=1, failures=2)
-    assert p.needs_diagnosis and conclude(p) is Conclusion.FAILED
+    assert p.needs_diagnosis and V1.conclusion(p) is Conclusion.FAILED
     p = _progress([9.5, 9.5], rounds=1, failures=1)
-    assert not p.needs_diagnosis and conclude(p) is Conclusion.INCONCLUSIVE
+    assert not p.needs_diagnosis and V1.conclusion(p) is Conclusion.INCONCLUSIVE
     p = _progress([9.0, 9.0], rounds=3, failures=5)  # target met wins over everything
-    assert conclude(p) is Conclusion.PASSED
+    assert V1.conclusion(p) is Conclusion.PASSED
+
+
+@pytest.mark.parametrize(
+    ("decision", "improvement", "regression", "objective", "expected"),
+    [
+        ("KEEP", 0.05, 0.01, OBJ, "I +5.00% reaches 1.00% and R +1.00% stays within 2.00%"),
+        ("NOISE", -0.002, 0.01, OBJ, "|I| 0.20% is below the noise floor 0.50%"),
+        ("DISCARD", 0.006, 0.05, OBJ, "I +0.60% is below the minimum improvement 1.00%"),
+        ("DISCARD", 0.05, 0.05, OBJ, "R +5.00% exceeds the case-regression limit 2.00%"),
+        (
+            "NOISE",
+            0.05,
+            0.01,
+            OBJ,
+            "the medians say KEEP (I +5.00% reaches 1.00% and R +1.00% stays within 2.00%), "
+            "but the raw samples make it NOISE",
+        ),
+        ("KEEP", 0.05, 0.01, None, "I +5.00%, R +1.00%"),  # the run's objective unknown
+        ("FAIL", None, None, OBJ, "validation failed: the candidate was not measured"),
+    ],
+)
+def test_history_reason_names_the_grounds_of_the_recorded_decision(
+    decision, improvement, regression, objective, expected
+):
+    assert (
+        reason(
+            decision,
+            validation_status="failed",
+            improvement=improvement,
+            regression=regression,
+            objective=objective,
+        )
+        == expected
+    )

@@ -221,3 +221,134 @@ def test_noise_summary_pairs_each_remeasure_with_the_kernel_before():
 
 def test_noise_summary_without_remeasures_says_drift_is_not_estimated():
     assert "No A/A remeasures" in ex.noise_summary([]).sentence
+
+
+GOLDEN_WORDS = [
+    # (run, round, explain(...).text, history --json reason): the words these rounds were
+    # given before the contract's words moved into ledger/core/decide.py
+    (
+        "softmax-demo-001",
+        1,
+        (
+            "KEEP: I = +8.27% is at least the minimum 1.00% and above the noise floor 0.50%, and "
+            "worst case R = -3.47% on bf16-64x8193 is within its limit 2.00% (medians only: no raw "
+            "samples to test it against noise); the candidate became the best kernel."
+        ),
+        "I +8.27% reaches 1.00% and R -3.47% stays within 2.00%",
+    ),
+    (
+        "softmax-demo-001",
+        2,
+        (
+            "DISCARD: I = +0.57% is below the minimum improvement 1.00% and worst case R = +5.40% "
+            "on bf16-64x8193 is over its limit 2.00%."
+        ),
+        "I +0.57% is below the minimum improvement 1.00%",
+    ),
+    (
+        "softmax-demo-001",
+        3,
+        (
+            "NOISE: |I| = 0.15% is below the noise floor 0.50%, too small to tell from measurement "
+            "noise (worst case R = -0.09% on fp32-4096x129)."
+        ),
+        "|I| 0.15% is below the noise floor 0.50%",
+    ),
+    (
+        "softmax-demo-001",
+        4,
+        (
+            "FAIL: validation did not pass (the case matrix is not at hand to name the case), so "
+            "the candidate was never measured."
+        ),
+        "validation failed: the candidate was not measured",
+    ),
+    (
+        "softmax-demo-001",
+        5,
+        (
+            "KEEP: I = +6.55% is at least the minimum 1.00% and above the noise floor 0.50%, and "
+            "worst case R = -4.88% on bf16-64x8193 is within its limit 2.00% (medians only: no raw "
+            "samples to test it against noise); the candidate became the best kernel."
+        ),
+        "I +6.55% reaches 1.00% and R -4.88% stays within 2.00%",
+    ),
+    (
+        "gpu-softmax-001",
+        1,
+        (
+            "KEEP: I = +9.22% is at least the minimum 2.00% and above the noise floor 1.00%, and "
+            "worst case R = +0.41% on fp32-1823x781 is within its limit 10.00%; the bootstrap's 5% "
+            "lower bound of I, +8.76%, clears the noise floor and its 80% upper bound of R, +0.78%,"
+            " stays within the limit (drift unestimated: no A/A pairs to widen it); the candidate "
+            "became the best kernel. Flags: drift_unestimated, mechanism-refuted."
+        ),
+        "I +9.22% reaches 2.00% and R +0.41% stays within 10.00%",
+    ),
+    (
+        "gpu-softmax-001",
+        3,
+        (
+            "DISCARD: I = -19.25% is below the minimum improvement 2.00% and worst case R = +45.63%"
+            " on fp16-32x4097 is over its limit 10.00%."
+        ),
+        "I -19.25% is below the minimum improvement 2.00%",
+    ),
+    (
+        "gpu-softmax-001",
+        4,
+        "DISCARD: I = -3.39% is below the minimum improvement 2.00%.",
+        "I -3.39% is below the minimum improvement 2.00%",
+    ),
+    (
+        "gpu-softmax-001",
+        7,
+        (
+            "NOISE: |I| = 0.24% is below the noise floor 1.00%, too small to tell from measurement "
+            "noise (worst case R = +0.97% on fp16-32x4097)."
+        ),
+        "|I| 0.24% is below the noise floor 1.00%",
+    ),
+    (
+        "gpu-rmsnorm-001",
+        1,
+        (
+            "KEEP: I = +8.18% is at least the minimum 2.00% and above the noise floor 1.00%, and "
+            "worst case R = +4.00% on fp16-32x4097 is within its limit 10.00%; the bootstrap's 5% "
+            "lower bound of I, +7.68%, clears the noise floor and its 80% upper bound of R, +5.02%,"
+            " stays within the limit (drift unestimated: no A/A pairs to widen it); the candidate "
+            "became the best kernel. Flags: drift_unestimated."
+        ),
+        "I +8.18% reaches 2.00% and R +4.00% stays within 10.00%",
+    ),
+]
+
+
+def test_the_golden_rounds_are_worded_as_they_always_were(tmp_path):
+    """`show` and the report print explain's sentence, `history --json` the short reason;
+    both come from the contract version the round records (ledger/core/decide.py)."""
+    import json
+    import shutil
+    import sqlite3
+
+    from ledger.core.events import load_event
+
+    from conftest import CliRunner
+
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "ledger.sqlite3"
+    with sqlite3.connect(golden) as conn:
+        rows = conn.execute(
+            "SELECT stream_id, payload FROM events WHERE event_type = 'RoundDecided'"
+        ).fetchall()
+    decided = {
+        (run, d.round): d for run, p in rows if (d := load_event("RoundDecided", 1, json.loads(p)))
+    }
+    copy = tmp_path / "golden.sqlite3"
+    shutil.copyfile(golden, copy)
+    cli = CliRunner(f"sqlite:///{copy}")
+    assert cli("db", "upgrade").exit_code == 0  # kept at the revision it was made at
+    history = cli("history", "--json", "--limit", "100").json()["rounds"]
+    reasons = {(r["run_id"], r["round"]): r["reason"] for r in history}
+    for run, number, text, reason in GOLDEN_WORDS:
+        assert ex.explain(decided[run, number]).text == text
+        assert reasons[run, number] == reason
