@@ -60,9 +60,9 @@ from typing import Any
 import numpy as np
 
 from ledger.core.decide import (
+    CONTRACTS,
     Decision,
     Objective,
-    contract_decision,
     weighted_improvement,
     worst_regression,
 )
@@ -368,9 +368,10 @@ def noise_aware_decision(
     `best_samples` / `cand_samples` hold one array (or None) per case, in configuration
     order. `best_medians` / `cand_medians` are the medians the contract decided on
     (``median_us``); when omitted they are computed from the samples. `contract` must be
-    the SPEC 3 decision for those medians (checked). Without ``min_samples`` samples for
-    every case on both sides the contract is returned unchanged with ``kind`` "medians".
-    """
+    the SPEC 3 decision for those medians under one of the contract's versions (checked; a
+    replay decides under the version the round recorded). Without ``min_samples`` samples
+    for every case on both sides the contract is returned unchanged with ``kind``
+    "medians"."""
     if not isinstance(contract, Decision) or contract is Decision.FAIL:
         raise ValueError("contract must be KEEP, DISCARD or NOISE (FAIL rounds are not measured)")
     cases = len(best_samples)
@@ -388,7 +389,9 @@ def noise_aware_decision(
 
     improvement = weighted_improvement(w, b_med, c_med)
     regression = worst_regression(b_med, c_med)
-    if contract_decision(improvement, regression, objective) is not contract:
+    if all(
+        c.decision(improvement, regression, objective) is not contract for c in CONTRACTS.values()
+    ):
         raise ValueError("contract does not match the SPEC 3 decision for these medians")
 
     enough = all(s is not None and s.size >= config.min_samples for s in (*best, *cand))
