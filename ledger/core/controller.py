@@ -2,7 +2,9 @@
 to the events that record a decision, a profile or a conclusion. No I/O, no clock.
 
 `record` and the replay verifier call the very same functions, so a replay re-derives
-exactly what was decided. The decision rules themselves live in `ledger/core/decide.py`.
+exactly what was decided. The decision rules themselves, every version of them, live in
+`ledger/core/decide.py`: a new decision or conclusion is made under the newest version, and a
+replay re-derives a stored one under the version it records.
 """
 
 from __future__ import annotations
@@ -117,13 +119,16 @@ def decide_round(
     evidence: RunEvidence,
     candidate_medians: list[float] | None,
     candidate_samples: list[list[float] | None] | None = None,
+    contract: int | None = None,
 ) -> RoundDecided:
     """The pure part of `record`: the decision event for a round, from the run's state and
-    the evidence folded from its events (profiles, timings, failed mechanisms).
+    the evidence folded from its events (profiles, timings, failed mechanisms), under the
+    contract version `contract` (None: the newest, for a new decision).
 
-    The verifier calls this same function to re-derive every recorded decision.
+    The verifier calls this same function to re-derive every recorded decision, under the
+    version it records.
     """
-    rules = decide.contract()
+    rules = decide.contract(contract)
     weights = [c.weight for c in view.cases]
     best = [float(c.best_median_us) for c in view.cases]  # type: ignore[arg-type]
     baseline = [float(c.baseline_median_us) for c in view.cases]  # type: ignore[arg-type]
@@ -229,6 +234,7 @@ def decide_round(
     if candidate_medians is not None and sources_not_samples(evidence.measured.get(round_no)):
         flags.append(SOURCE_NOT_SAMPLES)
     return RoundDecided(
+        contract=rules.version,
         round=round_no,
         decision=decision.value,
         evidence=kind,
@@ -285,16 +291,18 @@ def sources_not_samples(measured: MeasurementsRecorded | None) -> list[str]:
 
 
 def conclusion_as_recorded(view: RunView, recorded: RunConcluded) -> bool:
-    """Whether a stored conclusion follows from the run: from one of the standings the
-    contract's conclusions may rest on (`Contract.recorded_standings`)."""
-    rules = decide.contract()
+    """Whether a stored conclusion follows from the run under the contract version it
+    records: from one of the standings that version's conclusions may rest on
+    (`Contract.recorded_standings`)."""
+    rules = decide.contract(recorded.contract)
     standings = rules.recorded_standings(_standing(view), view.objective)
     return any(_concluded(view, p, rules) == recorded for p in standings)
 
 
-def conclusion_event(view: RunView) -> RunConcluded:
-    """The pure part of `analyze`: how the run concludes, from its state."""
-    return _concluded(view, _standing(view), decide.contract())
+def conclusion_event(view: RunView, contract: int | None = None) -> RunConcluded:
+    """The pure part of `analyze`: how the run concludes, from its state, under the
+    contract version `contract` (None: the newest, for a new conclusion)."""
+    return _concluded(view, _standing(view), decide.contract(contract))
 
 
 def _standing(view: RunView) -> decide.Progress:
@@ -312,6 +320,7 @@ def _standing(view: RunView) -> decide.Progress:
 def _concluded(view: RunView, p: decide.Progress, rules: decide.Contract) -> RunConcluded:
     run = view.run
     return RunConcluded(
+        contract=rules.version,
         conclusion=rules.conclusion(p).value,
         target_met=p.target_met,
         needs_diagnosis=p.needs_diagnosis,

@@ -9,7 +9,10 @@ functions, values in, values out. No I/O, no clock, no database.
     reason(...)               history's one-line grounds of a decided round
 
 `record`, the replay verifier and the dry-run `decide` command call these very functions, so
-a replay re-derives exactly what was decided.
+a replay re-derives exactly what was decided: `RoundDecided` and `RunConcluded` record the
+version they were decided under, and the replay selects it (`round.decision`,
+`controller.conclusion_as_recorded`). A rule never changes in place: a new version is a
+subclass of `Contract` added to `CONTRACTS` (docs/decisions.md).
 
 I and R are computed in float64, in configuration case order, left to right:
 

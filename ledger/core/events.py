@@ -8,8 +8,15 @@ documents every field.
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
+from ledger.core.decide import known_version
 from ledger.integrity.hashing import canonical
 
 # (No `from __future__ import annotations` here: pydantic reads these annotations as the
@@ -221,7 +228,29 @@ class StartProfile(BaseModel):
     signals: dict[str, float]
 
 
-class RoundDecided(Event):
+class _UnderContract(Event):
+    """An event the contract decided: `contract` is the version of the rules it was
+    decided under (`decide.CONTRACTS`). Version 1 is left out of the payload, so every
+    event recorded before versions existed, and every one decided under version 1 since,
+    serializes exactly as it did, and a payload without the key reads as version 1; a
+    later version is written. A version this kernel-ledger does not know is refused."""
+
+    contract: int = 1
+
+    @field_validator("contract")
+    @classmethod
+    def _known(cls, version: int) -> int:
+        return known_version(version)
+
+    @model_serializer(mode="wrap")
+    def _omit_version_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("contract") == 1:
+            del data["contract"]
+        return data
+
+
+class RoundDecided(_UnderContract):
     """The controller's decision, with every input needed to re-derive it."""
 
     event_type: ClassVar[str] = "RoundDecided"
@@ -271,7 +300,7 @@ class DiagnosisRecorded(Event):
     consecutive_failures_before: int
 
 
-class RunConcluded(Event):
+class RunConcluded(_UnderContract):
     """The run ended; it accepts no more rounds."""
 
     event_type: ClassVar[str] = "RunConcluded"

@@ -151,7 +151,7 @@ def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None)
     caller could still read that (hash-checked) file; None when it could not.
     """
     d = decided
-    rules = contract()
+    rules = contract(d.contract)
     flags = tuple(d.flags)
     if d.decision == "FAIL" or d.relative_improvement is None:
         sentence = rules.failure(failed_cases)

@@ -8,8 +8,9 @@ changed here changes everywhere at once:
     round_events(view, evidence, plan,    RoundSubmitted, ValidationLinked,
                  submitted, validation,   [MeasurementsRecorded], [ProfileRecorded] and
                  measurements)            RoundDecided, folded into `evidence`
-    decision(view, submitted, evidence,   the RoundDecided of `controller.decide_round`; the
-             measurements)                verifier replays a stored decision through it
+    decision(view, submitted, evidence,   the RoundDecided of `controller.decide_round`, under
+             measurements[, recorded])    the newest contract version; the verifier replays a
+                                          stored decision through it, under its own version
 
 `controller.decide_round` is called from `decision` and from nowhere else.
 """
@@ -129,9 +130,14 @@ def decision(
     submitted: RoundSubmitted,
     evidence: RunEvidence,
     measurements: list[Measurement] | None,
+    *,
+    recorded: RoundDecided | None = None,
 ) -> RoundDecided:
     """The round's decision: `measurements` are the candidate's (None: it failed validation),
-    `evidence` is the run's evidence folded through the round's events before the decision."""
+    `evidence` is the run's evidence folded through the round's events before the decision.
+
+    A new decision is made under the newest contract version; a replay passes the stored
+    decision as `recorded`, which is re-derived under the version it records."""
     return decide_round(
         view=view,
         submitted=submitted,
@@ -144,6 +150,7 @@ def decision(
             if measurements is not None
             else None
         ),
+        contract=None if recorded is None else recorded.contract,
     )
 
 

@@ -251,7 +251,7 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
     if passed and state.measured is None:
         raise _fail(e, "replay", "a validated candidate was decided without measurements")
     measured = state.measured.measurements if state.measured and passed else None
-    expected = decision(view, submitted, state.evidence, measured)
+    expected = decision(view, submitted, state.evidence, measured, recorded=event)
     expected = _as_recorded(expected, event)
     if expected == event:
         return

@@ -1,6 +1,8 @@
 """An independent, deliberately plain reference of SPEC 3, compared with the controller's
 pure core (decide_round + the projection fold) over thousands of generated round
-sequences. The reference shares no code with ledger/."""
+sequences. The reference shares no code with ledger/. It is version 1 of the contract (the
+JSON-file controller's rules, which old histories replay under forever), so the core is
+asked for version 1 by number: a newer version never changes what this test holds."""
 
 from __future__ import annotations
 
@@ -147,7 +149,11 @@ def controller(config, rounds):
             result_document={},
         )
         decided = decide_round(
-            view=view, submitted=submitted, evidence=RunEvidence(), candidate_medians=cand
+            view=view,
+            submitted=submitted,
+            evidence=RunEvidence(),
+            candidate_medians=cand,
+            contract=1,
         )
         view = projections.apply(view, version + 1, "t", submitted)
         view = projections.apply(view, version + 2, "t", decided)
@@ -163,7 +169,7 @@ def controller(config, rounds):
                 decided.remaining_rounds,
             )
         )
-    conclusion = conclusion_event(view).conclusion if rounds else None
+    conclusion = conclusion_event(view, contract=1).conclusion if rounds else None
     return out, conclusion
 
 
