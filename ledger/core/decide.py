@@ -29,6 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 
 class Decision(StrEnum):
@@ -50,6 +51,17 @@ class Objective:
     min_relative_improvement: float
     noise_floor: float
     max_case_regression: float
+
+    @classmethod
+    def of(cls, fields: Any) -> Objective:
+        """The objective an event recorded (`ObjectiveFields`, or anything with its four
+        fields)."""
+        return cls(
+            fields.target_relative_improvement,
+            fields.min_relative_improvement,
+            fields.noise_floor,
+            fields.max_case_regression,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,13 +161,8 @@ def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None)
     worst = _worst_case(d)
     stats = d.statistics or {}
     o = d.objective
-    objective = Objective(
-        o.target_relative_improvement,
-        o.min_relative_improvement,
-        o.noise_floor,
-        o.max_case_regression,
-    )
-    grounds = rules.grounds(stats.get("contract_decision", d.decision), i, r, objective, worst)
+    decision = stats.get("contract_decision", d.decision)
+    grounds = rules.grounds(decision, i, r, Objective.of(o), worst)
     changed_by = stats.get("changed_by")
     if grounds.rule != "keep":
         return Explanation(d.round, d.decision, grounds.rule, grounds.sentence(), flags, worst)

@@ -17,18 +17,11 @@ from ledger.core import decide, projections
 from ledger.core.controller import conclusion_as_recorded, conclusion_event
 from ledger.core.decide import Contract, Decision, Grounds, Objective
 from ledger.core.events import (
-    CaseWeight,
-    FileRef,
-    LimitFields,
-    Measurement,
     MeasurementsRecorded,
-    ObjectiveFields,
     RoundDecided,
     RunPlanned,
     load_event,
 )
-from ledger.integrity.verify import verify_ledger
-from ledger.store.eventstore import Store
 
 from conftest import CliRunner
 
@@ -126,7 +119,9 @@ def test_version_one_is_recorded_by_leaving_the_key_out(version_two):
     assert load_event("RunConcluded", 1, concluded).payload() == concluded
 
 
-def test_the_golden_ledger_replays_under_version_one_after_version_two_exists(version_two, golden):
+def test_the_golden_ledger_replays_under_version_one_after_version_two_exists(
+    version_two, tmp_path
+):
     # version 2 would not have made the decisions the golden ledger holds
     measured = [
         d
@@ -136,15 +131,21 @@ def test_the_golden_ledger_replays_under_version_one_after_version_two_exists(ve
     differ = [
         d
         for d in measured
-        if decide.contract(2).decision(d.relative_improvement, d.worst_case_regression, _obj(d))
+        if decide.contract(2).decision(
+            d.relative_improvement, d.worst_case_regression, Objective.of(d.objective)
+        )
         != (d.statistics or {}).get("contract_decision", d.decision)
     ]
     assert [(d.round, d.decision, d.evidence) for d in differ] == [
         (2, "DISCARD", "medians"),
         (5, "DISCARD", "samples"),
     ]
-    report = verify_ledger(golden)
-    assert report.ok, report.as_dict()
+    copy = tmp_path / "golden.sqlite3"
+    shutil.copyfile(GOLDEN, copy)
+    cli = CliRunner(f"sqlite:///{copy}")
+    assert cli("db", "upgrade").exit_code == 0  # kept at the revision it was made at
+    verified = cli("verify", "--json")
+    assert verified.exit_code == 0, verified.stdout
 
 
 def test_a_run_recorded_across_a_new_version_replays_each_round_under_its_own(
@@ -189,13 +190,11 @@ def test_a_conclusion_before_any_round_may_rest_on_either_reading_under_version_
 ):
     """Before migration 0008 a target of 0 counted as met from the plan on; version-1
     conclusions do not say which reading they were drawn under, a later version's do."""
-    view = projections.apply(None, 1, "t", _plan(target=0.0))
-    baseline = MeasurementsRecorded(
-        round=0,
-        role="baseline",
-        kernel_sha256="a" * 64,
-        measurements=[Measurement(case_id="c1", median_us=10.0, repeats=5)],
-    )
+    plan = RunPlanned.model_validate(_golden_payloads("RunPlanned")[0])
+    zero = plan.objective.model_copy(update={"target_relative_improvement": 0.0})
+    baseline = MeasurementsRecorded.model_validate(_golden_payloads("MeasurementsRecorded")[0])
+    assert baseline.role == "baseline"
+    view = projections.apply(None, 1, "t", plan.model_copy(update={"objective": zero}))
     view = projections.apply(view, 2, "t", baseline)  # and analyzed at once
     today = conclusion_event(view)
     assert (today.contract, today.conclusion, today.target_met) == (2, "inconclusive", False)
@@ -204,16 +203,6 @@ def test_a_conclusion_before_any_round_may_rest_on_either_reading_under_version_
         assert conclusion_as_recorded(view, today.model_copy(update={"contract": version}))
     assert conclusion_as_recorded(view, earlier.model_copy(update={"contract": 1}))
     assert not conclusion_as_recorded(view, earlier)  # recorded under version 2
-
-
-def _obj(d: RoundDecided) -> Objective:
-    o = d.objective
-    return Objective(
-        o.target_relative_improvement,
-        o.min_relative_improvement,
-        o.noise_floor,
-        o.max_case_regression,
-    )
 
 
 def _record(cli: CliRunner, n: int) -> str:
@@ -234,36 +223,3 @@ def _golden_payloads(event_type: str) -> list[dict]:
             "SELECT payload FROM events WHERE event_type = ? ORDER BY seq", (event_type,)
         ).fetchall()
     return [json.loads(p) for (p,) in rows]
-
-
-@pytest.fixture
-def golden(tmp_path: Path):
-    path = tmp_path / "golden.sqlite3"
-    shutil.copyfile(GOLDEN, path)
-    old = Store(f"sqlite:///{path}", check_schema=False)
-    old.upgrade()  # the golden ledger is kept as it was made, at an older revision
-    old.close()
-    store = Store(f"sqlite:///{path}")
-    yield store
-    store.close()
-
-
-def _plan(*, target: float) -> RunPlanned:
-    kernel = FileRef(path="/k/v0.py", sha256="a" * 64, size=10)
-    return RunPlanned(
-        run_id="run-1",
-        parent_run_id=None,
-        op_name="softmax",
-        target={"soc": "Ascend910B2"},
-        kernel=kernel,
-        cases=[CaseWeight(id="c1", weight=1.0)],
-        objective=ObjectiveFields(
-            target_relative_improvement=target,
-            min_relative_improvement=0.01,
-            noise_floor=0.005,
-            max_case_regression=0.02,
-        ),
-        limits=LimitFields(max_rounds=3, max_consecutive_failures=2),
-        config=kernel,
-        config_document={},
-    )
