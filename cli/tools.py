@@ -307,14 +307,7 @@ def decision_reason(row, run) -> str:
         validation_status=row.validation_status,
         improvement=row.relative_improvement,
         regression=row.worst_case_regression,
-        objective=None
-        if run is None
-        else Objective(
-            run.target_relative_improvement,
-            run.min_relative_improvement,
-            run.noise_floor,
-            run.max_case_regression,
-        ),
+        objective=None if run is None else Objective.of(run),
     )
 
 

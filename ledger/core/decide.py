@@ -54,7 +54,7 @@ class Objective:
 
     @classmethod
     def of(cls, fields: Any) -> Objective:
-        """The objective an event recorded (`ObjectiveFields`, or anything with its four
+        """The objective an event or a `runs` row recorded (anything with its four
         fields)."""
         return cls(
             fields.target_relative_improvement,
