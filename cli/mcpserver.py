@@ -1,11 +1,11 @@
 """`kernel-ledger mcp`: the campaign and audit commands as MCP tools, over stdio.
 
 One long-lived process: the ledger is opened on the first call and kept, so a call costs the
-use case, not a Python start-up. Each tool's arguments are the pydantic model the command
-line checks its options with (cli/arguments.py; `run` is `--run`, `output_dir` is
-`--output-dir`); its input schema is that model's JSON schema, and the arguments are
-validated by it before anything is opened.
-The files a tool names are read and checked by the same models as on the command line.
+use case, not a Python start-up. The tools are the commands declared `tool=True`
+(cli/declare.py): a tool's arguments are the command's options by name (`run` is `--run`,
+`output_dir` is `--output-dir`), its input schema is derived from their declarations, and a
+call's arguments are checked by the same rules as the command line's options before anything
+is opened. The files a tool names are read and checked as on the command line.
 
 A tool's result is exactly the object the command prints with `--json` (structured content,
 and the same JSON as text). An error is a tool error: the text is the command's one-line
@@ -18,8 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cli import tools
-from cli.arguments import TOOLS, Args
+from cli.declare import MCP, Command, Env, Option, every_command
 from ledger.errors import InputError, LedgerError
 
 EXIT_CLASSES = {
@@ -29,15 +28,49 @@ EXIT_CLASSES = {
     4: "store unavailable",
     70: "internal error",
 }
+TYPES = {str: "string", int: "integer", bool: "boolean"}
 
 
-def input_schema(args: type[Args]) -> dict[str, Any]:
-    schema = args.model_json_schema()
-    schema.pop("title", None)
-    schema.pop("description", None)
-    if args.tool_requires:
-        schema["required"] = [*schema.get("required", []), *args.tool_requires]
-    return schema
+def tools() -> dict[str, Command]:
+    """Every command that is also a tool, by name."""
+    return {command.name: command for command in every_command() if command.tool}
+
+
+def input_schema(command: Command) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments, from its options' declarations."""
+    properties = {name: _schema(option) for name, option in command.options.items()}
+    required = [n for n, o in command.options.items() if o.required or o.tool_required]
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}  # fmt: skip
+
+
+def _schema(option: Option) -> dict[str, Any]:
+    one: dict[str, Any] = {"type": TYPES[option.kind]}
+    if option.ge is not None:
+        one["minimum"] = option.ge
+    if option.le is not None:
+        one["maximum"] = option.le
+    if option.choices:
+        one["enum"] = list(option.choices)
+    if option.run_id:
+        from ledger.inputs.jsonio import RUN_ID_RE
+
+        one["pattern"] = RUN_ID_RE.pattern
+    if option.many:
+        one = {"type": "array", "items": one}
+        if option.count is not None:
+            one["minItems"] = one["maxItems"] = option.count
+    help = option.help
+    if option.file:
+        help += " A path on the server's machine, relative to the folder it runs in."
+    one["description"] = help
+    if not option.required and option.default is not None:
+        one["default"] = option.default
+    return one
+
+
+def tool_description(command: Command) -> str:
+    return f"{command.summary} Returns {command.returns}." if command.returns else command.summary
 
 
 def error_document(message: str, exit_code: int) -> dict[str, Any]:
@@ -50,21 +83,17 @@ def error_document(message: str, exit_code: int) -> dict[str, Any]:
     }
 
 
-class OpenedOnce(tools.Ledger):
+class OpenedOnce(Env):
     """The server's ledger: its store opened on first use and kept for the process. A call
     that must not create a ledger (all but plan) is refused while none exists (exit 4)."""
 
     def __init__(self, url: str | None) -> None:
-        self.url = url
+        super().__init__(url, as_json=True)
         self._store = None
-        super().__init__(self._open)
 
-    def _open(self, *, create: bool = False):
+    def store(self, *, create: bool = False, check_schema: bool = True):
         if self._store is None:
-            from ledger.store.eventstore import Store
-            from ledger.store.urls import resolve_url
-
-            self._store = Store(resolve_url(self.url), create=create)
+            self._store = super().store(create=create, check_schema=check_schema)
         return self._store
 
     def close(self) -> None:
@@ -73,13 +102,14 @@ class OpenedOnce(tools.Ledger):
             self._store = None
 
 
-def call_tool(ledger: tools.Ledger, name: str, arguments: dict[str, Any] | None):
+def call_tool(env: Env, name: str, arguments: dict[str, Any] | None, listed=None):
     """(is_error, document, text) of one tool call; never raises."""
-    tool = TOOLS.get(name)
+    listed = tools() if listed is None else listed
+    command = listed.get(name)
     try:
-        if tool is None:
-            raise InputError(f"no tool {name!r}; the tools are {', '.join(TOOLS)}")
-        outcome = tool(ledger, arguments or {})
+        if command is None:
+            raise InputError(f"no tool {name!r}; the tools are {', '.join(listed)}")
+        outcome = command.call(env, **command.checked(arguments or {}, MCP))
     except LedgerError as exc:
         doc = error_document(exc.message, exc.exit_code)
         return True, doc, f"Error: {doc['error']}"
@@ -99,7 +129,7 @@ STATUS_URI = "kernel-ledger://runs/{run_id}/status"
 REPORT_URI = "kernel-ledger://runs/{run_id}/report"
 
 
-def read_resource(ledger: tools.Ledger, uri: str) -> tuple[str, str]:
+def read_resource(env: Env, uri: str, listed: dict[str, Command]) -> tuple[str, str]:
     """(mime type, text) of a run's status (JSON) or report (Markdown, as analyze writes it,
     with the conclusion the run has or would have now)."""
     prefix, _, rest = uri.partition("kernel-ledger://runs/")
@@ -107,10 +137,13 @@ def read_resource(ledger: tools.Ledger, uri: str) -> tuple[str, str]:
     if prefix or not run_id or what not in ("status", "report"):
         raise InputError(f"no resource {uri!r}; try {STATUS_URI} or {REPORT_URI}")
     if what == "status":
-        return "application/json", json.dumps(TOOLS["status"](ledger, {"run": run_id}).document)
+        status = listed["status"]
+        return "application/json", json.dumps(
+            status.call(env, **status.checked({"run": run_id}, MCP)).document
+        )
     from ledger.services import analysis
 
-    service = ledger.service()
+    service = env.service()
     view = service.conclusion_preview(service.full_view(run_id))
     document = analysis.analysis_document(
         view, service.planned_event(run_id), last_event_hash=service.head_hash(run_id)
@@ -118,24 +151,25 @@ def read_resource(ledger: tools.Ledger, uri: str) -> tuple[str, str]:
     return "text/markdown", analysis.report_markdown(document)
 
 
-def build_server(ledger: tools.Ledger):
+def build_server(env: Env):
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
+    listed = tools()
     listing = [
         types.Tool(
             name=name,
-            description=(tool.args.__doc__ or "").strip(),
-            input_schema=input_schema(tool.args),
+            description=tool_description(command),
+            input_schema=input_schema(command),
         )
-        for name, tool in TOOLS.items()
+        for name, command in listed.items()
     ]
 
     async def on_list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
 
     async def on_call_tool(ctx, params) -> types.CallToolResult:
-        is_error, document, text = call_tool(ledger, params.name, params.arguments)
+        is_error, document, text = call_tool(env, params.name, params.arguments, listed)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=document,
@@ -143,7 +177,7 @@ def build_server(ledger: tools.Ledger):
         )
 
     async def on_list_resources(ctx, params) -> types.ListResourcesResult:
-        is_error, document, _ = call_tool(ledger, "status", {})
+        is_error, document, _ = call_tool(env, "status", {}, listed)
         runs = [] if is_error else [r["run_id"] for r in document["runs"]]
         return types.ListResourcesResult(
             resources=[
@@ -173,7 +207,7 @@ def build_server(ledger: tools.Ledger):
 
         uri = str(params.uri)
         try:
-            mime, text = read_resource(ledger, uri)
+            mime, text = read_resource(env, uri, listed)
         except LedgerError as exc:
             raise MCPError(code=-32602, message=exc.message) from None
         return types.ReadResourceResult(
@@ -203,8 +237,8 @@ def serve(url: str | None) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    ledger = OpenedOnce(url)
-    server = build_server(ledger)
+    env = OpenedOnce(url)
+    server = build_server(env)
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
@@ -213,4 +247,4 @@ def serve(url: str | None) -> None:
     try:
         anyio.run(run)
     finally:
-        ledger.close()
+        env.close()

@@ -46,11 +46,11 @@ def progress(text: str) -> None:
     sys.stderr.flush()
 
 
-def error(message: str, exit_code: int, *, as_json: bool) -> None:
+def error(message: str, exit_code: int, *, as_json: bool, details: dict | None = None) -> None:
     line = " ".join(str(message).split())
     sys.stderr.write(f"Error: {terminal_safe(line)}\n")
     if as_json:
-        emit_json({"status": "error", "error": line, "exit_code": exit_code})
+        emit_json({"status": "error", "error": line, "exit_code": exit_code, **(details or {})})
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -90,3 +90,40 @@ def diagnose_hint(run_id: str) -> str:
 
 def pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.2f}%"
+
+
+def not_found_keys(result) -> dict[str, list[str]]:
+    """The JSON keys naming the cases whose samples file was named but not found, and those
+    whose `source` file holds no samples, when there are any."""
+    keys = {}
+    if result.samples_not_found:
+        keys["samples_not_found"] = list(result.samples_not_found)
+    if result.sources_not_samples:
+        keys["sources_not_samples"] = list(result.sources_not_samples)
+    return keys
+
+
+def say_not_found(what: str, result) -> None:
+    """The notes on the cases of `not_found_keys`."""
+    if result.samples_not_found:
+        say(
+            f"  note: the {what} names samples files that do not exist (cases "
+            f"{', '.join(result.samples_not_found)}); the decision uses the medians"
+        )
+    if result.sources_not_samples:
+        say(
+            f"  note: the {what} names source files that hold no samples (cases "
+            f"{', '.join(result.sources_not_samples)}); their digests are recorded and the "
+            "decision uses the medians"
+        )
+
+
+def say_profile_notes(attribution: dict, indent: str) -> None:
+    """The reader's notes and each shape's own attribution, as stored in the event."""
+    for shape in attribution.get("shapes", []):
+        say(
+            f"{indent}shape {shape['shape'] or '(none)'}: {shape['bottleneck']} "
+            f"({shape['launches']} launch(es), {shape['total_us']:.1f} us) — {shape['evidence']}"
+        )
+    for note in attribution.get("notes", []):
+        say(f"{indent}note: {note}")

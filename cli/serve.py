@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-import typer
-
-from cli.common import ledger_url
+from cli.declare import Command, Env, Option
 from cli.output import say
 
 
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
-
-
-def serve(
-    ctx: typer.Context,
-    host: str = typer.Option(
-        "127.0.0.1",
-        "--host",
-        metavar="ADDR",
-        help="Address to listen on (default: this machine only).",
-    ),
-    port: int = typer.Option(8000, "--port", metavar="N", help="TCP port to listen on."),
-) -> None:
-    """Browse the ledger read-only in a web browser: runs, each run's report with why every
-    round was kept or discarded, event logs with hash checks, kernel diffs, history and
-    checkpoints; the same data as JSON under /api/. The ledger is opened read-only.
-
-    Example: (then open http://127.0.0.1:8000/ in a browser)
-
-    \b
-        kernel-ledger serve --port 8000
-    """
+def serve(env: Env, host: str, port: int) -> None:
     from ledger.errors import InputError
 
     if not 0 < port < 65536:
@@ -44,6 +20,30 @@ def serve(
         ) from None
     from ledger.reports.web import create_app
 
-    app = create_app(ledger_url(ctx))
+    app = create_app(env.url)
     say(f"serving {app.state.store.shown_url} read-only on http://{host}:{port}/ (Ctrl-C stops)")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+COMMAND = Command(
+    "serve",
+    """Browse the ledger read-only in a web browser: runs, each run's report with why every
+    round was kept or discarded, event logs with hash checks, kernel diffs, history and
+    checkpoints; the same data as JSON under /api/. The ledger is opened read-only.
+
+    Example: (then open http://127.0.0.1:8000/ in a browser)
+
+    \b
+        kernel-ledger serve --port 8000
+    """,
+    serve,
+    options={
+        "host": Option(
+            "Address to listen on (default: this machine only).",
+            default="127.0.0.1",
+            metavar="ADDR",
+        ),
+        "port": Option("TCP port to listen on.", int, 8000, metavar="N"),
+    },
+    takes_json=False,
+)

@@ -1,58 +1,65 @@
-"""The command line and the MCP server check a use case's arguments with one model each
-(cli/arguments.py): the command hands every option it parsed to the model, so a rule written
-there holds on both front ends, in the same words."""
+"""The command line and the MCP server check a command's options with one declaration
+(cli/declare.py): a rule written there holds on both front ends, in the same words, before
+anything is opened."""
 
 from __future__ import annotations
 
 import pytest
 
-from cli.arguments import TOOLS
-from cli.mcpserver import call_tool
-from cli.tools import Ledger
-from ledger.errors import InputError
+from cli.declare import Env
+from cli.mcpserver import call_tool, tools
 
-# a command line per use case, its options well-formed (the files need not exist)
+from conftest import CliRunner
+
+# a call per tool, its arguments well-formed but for a run id no ledger can hold
 CALLS = {
-    "plan": ["plan", "--config", "c.json", "--dry-run"],
-    "record": ["record", "--run", "r", "--result", "x.json"],
-    "profile": ["profile", "p", "--run", "r", "--round", "2", "--kernel-name", "k"],
-    "noise": ["noise", "--run", "r", "--measurements", "m.json"],
-    "diagnose": ["diagnose", "--run", "r", "--bottleneck", "b", "--evidence", "e"],
-    "status": ["status", "--run", "r"],
-    "history": ["history", "--op", "softmax", "--limit", "3"],
-    "show": ["show", "--run", "r", "--round", "1"],
-    "compare": ["compare", "--run", "r", "--round", "0", "--round", "1"],
-    "analyze": ["analyze", "--run", "r", "--force"],
-    "verify": ["verify", "--chain"],
-    "check-merge": ["check-merge", "--run", "r", "--kernel", "k.py", "--markdown"],
-    "checkout": ["checkout", "--run", "r", "--out", "k.py"],
+    "plan": None,
+    "record": {"result": "x.json"},
+    "profile": {"path": "p", "round": 2, "kernel_name": "k"},
+    "noise": {"measurements": "m.json"},
+    "diagnose": {"bottleneck": "unknown", "evidence": "e"},
+    "status": {},
+    "history": {"limit": 3},
+    "show": {"round": 1},
+    "compare": {"rounds": [0, 1]},
+    "analyze": {"force": True},
+    "verify": {"chain": True},
+    "check-merge": {"kernel": "k.py", "markdown": True},
+    "checkout": {"out": "k.py"},
 }
+SENTENCE = "'BAD!' is not a run id (ids match ^[a-z0-9][a-z0-9._-]{0,127}$)"
 
 
-def _never_opened() -> Ledger:
-    def open_store(**_):
+class NeverOpened(Env):
+    def store(self, **_):
         raise AssertionError("the ledger was opened for rejected arguments")
 
-    return Ledger(open_store)
 
-
-def test_every_use_case_command_is_checked_by_its_tool_model(cli, monkeypatch):
-    assert set(CALLS) == set(TOOLS)
-    seen: dict[str, dict] = {}
-    for name, tool in TOOLS.items():
-
-        def refuse(values, *, _name=name, **_):
-            seen[_name] = dict(values)
-            raise InputError(f"checked by the {_name} model")
-
-        monkeypatch.setattr(tool.args, "model_validate", refuse)
-    for name, argv in CALLS.items():
+def test_every_tool_checks_its_options_before_the_ledger_is_opened(tmp_path):
+    """On a ledger that does not exist (which would be exit 4), a bad run id is exit 2 on
+    both front ends, naming the option as each names it."""
+    assert set(CALLS) == set(tools())
+    cli = CliRunner(f"sqlite:///{tmp_path / 'absent.sqlite3'}")
+    for name, arguments in CALLS.items():
+        if arguments is None:  # plan takes no run
+            continue
+        argv = [name, "--run", "BAD!"]
+        for key, value in arguments.items():
+            option = tools()[name].options[key]
+            flag = option.flag or "--" + key.replace("_", "-")
+            for one in value if isinstance(value, list) else [value]:
+                argv += (
+                    [str(one)] if option.positional else [flag] if one is True else [flag, str(one)]
+                )
         result = cli(*argv, "--json")
-        assert (result.exit_code, result.stderr) == (2, f"Error: checked by the {name} model\n")
-        # every option reached the model, by its argument's name, with the value typer parsed
-        assert set(seen[name]) == set(TOOLS[name].args.model_fields), name
-    assert seen["compare"]["rounds"] == [0, 1] and seen["show"]["round"] == 1
-    assert seen["plan"] == {"config": "c.json", "dry_run": True}
+        assert (result.exit_code, result.stderr) == (
+            2,
+            f"Error: Invalid value for '--run': {SENTENCE}\n",
+        ), name
+        is_error, doc, text = call_tool(NeverOpened(), name, {"run": "BAD!", **arguments})
+        assert is_error and doc["exit_code"] == 2, name
+        assert text == f"Error: argument 'run': {SENTENCE}", name
+    assert not (tmp_path / "absent.sqlite3").exists()
 
 
 @pytest.mark.parametrize(
@@ -107,6 +114,6 @@ def test_a_broken_rule_reads_the_same_on_both_front_ends(
         "error": f"Invalid value for '{flag}': {sentence}",
         "exit_code": 2,
     }
-    is_error, doc, text = call_tool(_never_opened(), name, arguments)
+    is_error, doc, text = call_tool(NeverOpened(), name, arguments)
     assert is_error and doc["exit_code"] == 2 and doc["error_class"] == "rejected input"
     assert text == f"Error: argument '{field}': {sentence}"

@@ -18,7 +18,7 @@ pytest.importorskip("mcp")
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from cli.mcpserver import TOOLS
+from cli.mcpserver import input_schema, tools
 
 from conftest import CliRunner, new_pg_database
 
@@ -75,28 +75,61 @@ def other_url(db_url: str, request, tmp_path: Path) -> str:
     )
 
 
-def test_every_tool_takes_the_options_of_its_command():
-    import typer.main
-
-    from cli.app import app
-
-    commands = typer.main.get_command(app).commands
-    for name, tool in TOOLS.items():
-        options = {p.name for p in commands[name].params} - {"as_json"}
-        fields = set(tool.args.model_fields)
-        for argument, parameter in tool.renamed:
-            fields = (fields - {argument}) | {parameter}
-        assert fields == options, name
+def test_the_tools_are_the_commands_declared_tools():
+    assert list(tools()) == [
+        "analyze", "check-merge", "checkout", "compare", "diagnose", "history", "noise",
+        "plan", "profile", "record", "show", "status", "verify",
+    ]  # fmt: skip
 
 
 def test_checkout_tool_requires_the_file_it_writes():
     """The command line prints the kernel when --out is left out; a tool's result cannot
     carry it, so the tool's schema requires `out`, and a call without it is refused."""
-    from cli.mcpserver import input_schema
+    from cli.mcpserver import call_tool
 
-    schema = input_schema(TOOLS["checkout"].args)
-    assert schema["required"] == ["run", "out"]
-    assert input_schema(TOOLS["analyze"].args)["required"] == ["run"]  # the others as they were
+    assert input_schema(tools()["checkout"])["required"] == ["run", "out"]
+    assert input_schema(tools()["analyze"])["required"] == ["run"]  # the others as they were
+    is_error, doc, _ = call_tool(None, "checkout", {"run": RUN})
+    assert is_error and doc["error"] == "missing argument 'out'" and doc["exit_code"] == 2
+
+
+def test_schemas_name_the_fixed_sets_and_say_what_each_field_is():
+    from ledger.core.bottleneck import Bottleneck
+
+    listed = tools()
+    diagnose = input_schema(listed["diagnose"])["properties"]["bottleneck"]
+    assert diagnose["enum"] == [b.value for b in Bottleneck] and "latency-bound" in diagnose["enum"]
+    history = input_schema(listed["history"])["properties"]
+    assert history["decision"]["enum"] == ["KEEP", "DISCARD", "NOISE", "FAIL"]
+    assert history["bottleneck"]["enum"] == diagnose["enum"]
+    record = input_schema(listed["record"])
+    assert record == {
+        "type": "object",
+        "properties": {
+            "run": {
+                "type": "string",
+                "pattern": "^[a-z0-9][a-z0-9._-]{0,127}$",
+                "description": "The run to record into.",
+            },
+            "result": {
+                "type": "string",
+                "description": "The round result (JSON, schema_version 1): round, "
+                "parent_kernel_sha256, candidate, hypothesis, change, verification and "
+                "measurements. A path on the server's machine, relative to the folder it runs in.",
+            },
+        },
+        "required": ["run", "result"],
+        "additionalProperties": False,
+    }
+    compare = input_schema(listed["compare"])["properties"]["rounds"]
+    assert (compare["type"], compare["minItems"], compare["maxItems"]) == ("array", 2, 2)
+    assert compare["items"] == {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
+    for command in listed.values():
+        for name, field in input_schema(command)["properties"].items():
+            assert len(field["description"]) >= 8 and "A file path" not in field["description"], (
+                command.name,
+                name,
+            )
 
 
 def test_demo_campaign_same_decisions_and_objects_as_the_cli(db_url, other_url, tmp_path):

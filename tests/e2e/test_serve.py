@@ -204,11 +204,9 @@ def test_the_connection_cannot_write(client):
 
 
 def test_serve_binds_to_this_machine_by_default():
-    import inspect
+    from cli.serve import COMMAND
 
-    from cli.serve import serve
-
-    assert inspect.signature(serve).parameters["host"].default.default == "127.0.0.1"
+    assert COMMAND.options["host"].default == "127.0.0.1"
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)

@@ -12,7 +12,7 @@ import pytest
 import typer.main
 
 from cli.app import app
-from cli.skill import FILES
+from cli.skill_install import FILES
 
 from conftest import CliRunner
 

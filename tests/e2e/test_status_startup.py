@@ -1,8 +1,8 @@
 """`status` starts light: it reads projection rows through the store and imports nothing a
 read does not need (docs/benchmarks.md measures what that is worth; no time is asserted).
-Its options are checked by their model in cli/arguments.py (pydantic's `BaseModel`), as
-every use case's are; it builds no `TypeAdapter`, which typer would build to coerce the text
-options and flags (`cli.app.command`)."""
+Its options are checked by their declaration (cli/declare.py), which needs no pydantic, and
+the typer series pyproject.toml allows parses them without pydantic's `TypeAdapter`: no
+pydantic module is imported at all."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ HEAVY = (
     "rfc8785",
     "matplotlib",
     "typer._adapters",
-    "pydantic.type_adapter",
+    "pydantic",
 )
 
 PROBE = """
@@ -31,7 +31,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 heavy = json.loads(HEAVY)
-print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}), file=sys.stderr)
+loaded = [m for m in heavy if any(n == m or n.startswith(m + ".") for n in sys.modules)]
+print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 

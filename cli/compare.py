@@ -1,0 +1,59 @@
+"""compare: per-case medians of two rounds and their relative change."""
+
+from __future__ import annotations
+
+from cli.declare import MAX_COUNT, REQUIRED, Command, Env, Option, Outcome, run_option
+from cli.output import pct, say, table
+
+
+def compare(env: Env, run: str, rounds: list[int]) -> Outcome:
+    result = env.service().compare(run, rounds[0], rounds[1])
+    return Outcome({"status": "ok", **result}, result)
+
+
+def say_compare(out: Outcome, args) -> None:
+    result, (a, b) = out.value, args.rounds
+    say(
+        table(
+            ["case", "weight", f"round {a} µs", f"round {b} µs", "change"],
+            [
+                (
+                    c["case_id"],
+                    c["weight"],
+                    c["a_median_us"],
+                    c["b_median_us"],
+                    pct(c["relative_change"]),
+                )
+                for c in result["cases"]
+            ],
+        )
+    )
+    say(f"weighted improvement of round {b} over round {a}: {pct(result['relative_improvement'])}")
+
+
+COMMAND = Command(
+    "compare",
+    """Per-case medians of two rounds and their relative change.
+
+    Example: kernel-ledger compare --run softmax-demo-001 --round 0 --round 5
+    """,
+    compare,
+    say_compare,
+    {
+        "run": run_option(),
+        "rounds": Option(
+            "Two rounds (0: baseline); the change is of the second over the first.",
+            int,
+            REQUIRED,
+            metavar="N",
+            flag="--round",
+            many=True,
+            count=2,
+            ge=0,
+            le=MAX_COUNT,
+        ),
+    },
+    returns="`status`, `run_id`, `round_a`, `round_b`, `cases` (each case's `weight`, "
+    "`a_median_us`, `b_median_us` and `relative_change`), `relative_improvement`",
+    tool=True,
+)

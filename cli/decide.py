@@ -1,0 +1,73 @@
+"""decide: the decision for given measurements, as a dry run with no ledger."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from cli.declare import REQUIRED, Command, Env, Option, Outcome
+from cli.output import pct, say
+
+
+def decide(env: Env, input: str, jsonl: bool) -> Outcome:
+    from ledger.errors import InputError
+    from ledger.inputs.jsonio import display, parse_json_bytes, read_bytes
+    from ledger.services.dryrun import decide_one, parse_input
+
+    path = Path(input)
+    data = read_bytes(path, "decide input")
+    shown = display(path)
+    if not jsonl:
+        item = parse_input(parse_json_bytes(data, "decide input", shown), shown)
+        result = decide_one(item, shown)
+        return Outcome({"status": "ok", **result}, result)
+    items = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{shown} line {number}"
+        value = parse_json_bytes(line, "decide input", where)
+        if not isinstance(value, dict):
+            raise InputError(f"{where} must hold a JSON object")
+        items.append((where, parse_input(value, where)))
+    if not items:
+        raise InputError(f"decide input {shown} has no lines")
+    results = [decide_one(item, where) for where, item in items]  # all checked before output
+    return Outcome({"status": "ok", "count": len(results), "results": results}, results)
+
+
+def say_decide(out: Outcome, args) -> None:
+    if args.jsonl:  # one JSON object per input line; with --json, one object listing them
+        for result in out.value:
+            sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")
+        return
+    result = out.value
+    say(
+        f"{result['decision']}  I {pct(result['relative_improvement'])}  "
+        f"R {pct(result['worst_case_regression'])}  ({result['evidence']})"
+    )
+
+
+COMMAND = Command(
+    "decide",
+    """Dry run: the decision for given measurements; needs no ledger and writes nothing.
+
+    Each input is {"objective", "cases", "best", "candidate", "statistics"?, "drift_sigma"?};
+    a measurement is {"case_id", "median_us", "repeats"} or {"case_id", "samples_us"}.
+
+    Example: kernel-ledger decide --input examples/decide/rounds.jsonl --jsonl
+    """,
+    decide,
+    say_decide,
+    {
+        "input": Option("Decision inputs (JSON).", default=REQUIRED, metavar="FILE", file=True),
+        "jsonl": Option(
+            "FILE is JSON Lines: one result per line (with --json, one object listing them).",
+            bool,
+            False,
+        ),
+    },
+    returns='`status` "ok", `decision`, `contract_decision`, `relative_improvement`, '
+    "`worst_case_regression`, `evidence`, `statistics`; with --jsonl: `count`, `results`",
+)

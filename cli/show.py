@@ -1,0 +1,83 @@
+"""show: one round in full."""
+
+from __future__ import annotations
+
+from cli.declare import Command, Env, Outcome, round_option, run_option
+from cli.output import pct, say, say_profile_notes, table
+
+
+def show(env: Env, run: str, round: int) -> Outcome:
+    detail = env.service().round_detail(run, round)
+    return Outcome({"status": "ok", **detail}, detail)
+
+
+def say_show(out: Outcome, args) -> None:
+    detail = out.value
+    submitted = detail.get("submitted", {})
+    decision = detail.get("decision", {})
+    say(f"run {args.run}, round {args.round}")
+    if submitted:
+        say(f"  hypothesis: {submitted['hypothesis']}")
+        say(f"  change:     {submitted['change']}")
+        say(f"  candidate:  {submitted['candidate']['sha256']}  {submitted['candidate']['path']}")
+    if "validation" in detail:
+        validation = detail["validation"]
+        say(f"  validation: {validation['status']} ({validation['manifest']['path']})")
+    if "measurements" in detail:
+        say(
+            table(
+                ["case", "median µs", "repeats", "samples"],
+                [
+                    (
+                        m["case_id"],
+                        m["median_us"],
+                        m["repeats"],
+                        "file not found"
+                        if m.get("source_not_found")
+                        else "not a samples file"
+                        if m.get("source_not_samples")
+                        else len(m.get("samples_us") or []),
+                    )
+                    for m in detail["measurements"]["measurements"]
+                ],
+            )
+        )
+    for p in detail["profiles"]:
+        attribution = p.get("attribution") or {}
+        say(f"  profile ({p['format']}): bottleneck {attribution.get('bottleneck')}")
+        say_profile_notes(attribution, "    ")
+    if decision:
+        say(
+            f"  decision: {decision['decision']}  I {pct(decision['relative_improvement'])}  "
+            f"R {pct(decision['worst_case_regression'])}"
+        )
+        check = decision.get("mechanism_check")
+        if check:
+            verdict = {True: "confirmed", False: "refuted", None: "unknown"}[check["confirmed"]]
+            say(f"  mechanism check: {check['metric']} {check['direction']} — {verdict}")
+        if decision.get("flags"):
+            say(f"  flags: {', '.join(decision['flags'])}")
+        if decision.get("retried_rounds"):
+            say(f"  retries the mechanism of failed rounds {decision['retried_rounds']}")
+    why = detail.get("explanation")
+    if why:
+        say(f"  why: {why['sentence']}")
+        for flag, meaning in why["flags"].items():
+            say(f"  flag {flag}: {meaning}")
+
+
+COMMAND = Command(
+    "show",
+    """One round in full: inputs, validation, measurements, profiles, decision and flags.
+
+    Example: kernel-ledger show --run softmax-demo-001 --round 2
+    """,
+    show,
+    say_show,
+    {"run": run_option(), "round": round_option("The round (0: baseline).", required=True)},
+    returns="`status`, `run_id`, `round`, `submitted`, `validation`, `measurements`, "
+    "`profiles`, `decision` (the stored events' payloads), `explanation` {rule, sentence, "
+    "worst_case, flags {flag: meaning}}",
+    tool=True,
+    one_shot=True,
+)
