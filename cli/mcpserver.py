@@ -9,16 +9,18 @@ is opened. The files a tool names are read and checked as on the command line.
 
 A tool's result is exactly the object the command prints with `--json` (structured content,
 and the same JSON as text). An error is a tool error: the text is the command's one-line
-`Error: ...`, the structured content its `--json` error object plus `error_class`, the class
+`Error: ...` with each of its options named as an argument (`argument 'force'`, never
+`--force`), the structured content its `--json` error object plus `error_class`, the class
 of its exit code (rejected input, check failed, conflict, store unavailable).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from cli.declare import MCP, Command, Env, Option, every_command
+from cli.declare import MCP, Command, Env, Option, every_command, flag_of
 from ledger.errors import InputError, LedgerError
 
 EXIT_CLASSES = {
@@ -73,6 +75,19 @@ def tool_description(command: Command) -> str:
     return f"{command.summary} Returns {command.returns}." if command.returns else command.summary
 
 
+def in_arguments(message: str, command: Command) -> str:
+    """An error message with the command's own flags (`--force`, `--round N`) named as its
+    arguments (`argument 'force'`), as a tool's caller knows them."""
+    options = sorted(command.options.items(), key=lambda item: -len(flag_of(*item)))
+    for name, option in options:
+        if option.positional:
+            continue
+        metavar = f"(?: {re.escape(option.metavar)})?" if option.metavar else ""
+        flag = re.escape(flag_of(name, option))
+        message = re.sub(rf"(?<![\w-]){flag}{metavar}(?![\w-])", f"argument '{name}'", message)
+    return message
+
+
 def error_document(message: str, exit_code: int) -> dict[str, Any]:
     line = " ".join(str(message).split())
     return {
@@ -111,7 +126,8 @@ def call_tool(env: Env, name: str, arguments: dict[str, Any] | None, listed=None
             raise InputError(f"no tool {name!r}; the tools are {', '.join(listed)}")
         outcome = command.call(env, **command.checked(arguments or {}, MCP))
     except LedgerError as exc:
-        doc = error_document(exc.message, exc.exit_code)
+        message = exc.message if command is None else in_arguments(exc.message, command)
+        doc = error_document(message, exc.exit_code)
         return True, doc, f"Error: {doc['error']}"
     except Exception as exc:  # a bug: still one line, never a traceback
         doc = error_document(

@@ -4,12 +4,18 @@ anything is opened."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cli.declare import Env
 from cli.mcpserver import call_tool, tools
 
 from conftest import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "softmax-demo"
+RUN = "softmax-demo-001"
 
 # a call per tool, its arguments well-formed but for a run id no ledger can hold
 CALLS = {
@@ -117,3 +123,28 @@ def test_a_broken_rule_reads_the_same_on_both_front_ends(
     is_error, doc, text = call_tool(NeverOpened(), name, arguments)
     assert is_error and doc["exit_code"] == 2 and doc["error_class"] == "rejected input"
     assert text == f"Error: argument '{field}': {sentence}"
+
+
+def test_tool_errors_name_arguments_where_the_command_line_names_flags(cli, db_url, tmp_path):
+    """A refusal from deeper in the ledger names the command's options as its front end
+    knows them: `--out`, `pass --force` on the command line; `argument 'out'`,
+    `pass argument 'force'` over MCP."""
+    from cli.mcpserver import OpenedOnce
+
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    folder, taken = tmp_path / "folder", tmp_path / "taken.py"
+    folder.mkdir()
+    taken.write_text("other content\n")
+    env = OpenedOnce(db_url)
+    try:
+        for out, flag_words, argument_words in [
+            (folder, f"--out {folder} is a folder", f"argument 'out' {folder} is a folder"),
+            (taken, "pass --force to overwrite it", "pass argument 'force' to overwrite it"),
+        ]:
+            on_cli = cli("checkout", "--run", RUN, "--out", out)
+            assert on_cli.exit_code == 2 and flag_words in on_cli.stderr, on_cli.stderr
+            is_error, doc, text = call_tool(env, "checkout", {"run": RUN, "out": str(out)})
+            assert is_error and doc["exit_code"] == 2 and argument_words in text, text
+            assert "--" not in text
+    finally:
+        env.close()
