@@ -2,12 +2,13 @@
 #   make demo   - install into .venv and replay the demo campaign on an embedded SQLite ledger
 #   make test   - install, start a throwaway PostgreSQL cluster, run the whole suite
 #   make faults - the long fault and abuse campaign (docs/reliability.md)
+#   make docs   - write the docs derived from the commands' declarations (cli/docs.py)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean faults
+.PHONY: install demo test lint bench clean faults docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,9 @@ test: $(STAMP) $(HARNESS)
 lint: $(STAMP)
 	@$(BIN)/ruff check .
 	@$(BIN)/ruff format --check .
+
+docs: $(STAMP)
+	@$(BIN)/python -m cli.docs
 
 bench: $(STAMP)
 	@$(BIN)/python benchmarks/run.py
