@@ -243,6 +243,7 @@ def _wrong_type(kind: type, value: Any) -> str | None:
 GROUPS = {
     "db": "Schema migrations, moving a ledger, database roles.",
     "skill": "The kernel-ledger skill for coding agents.",
+    "knowledge": "The ledger's history for the workspace's knowledge store.",
 }
 """The groups of commands (`db copy`), with their help; a group's commands are its modules
 (cli/db_*.py)."""

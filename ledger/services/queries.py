@@ -133,11 +133,19 @@ class Queries(Session):
         """What to try next on the run: `suggest.suggest` over every other run of the
         ledger, the failure signatures' rounds with their reasons and failing cases."""
         from ledger.core import suggest
-        from ledger.core.explain import explain
 
         target = suggest.target_of(self.full_view(run_id))
         found = suggest.suggest(target, self.all_views(), limit=limit)
         keys = [(b.run_id, b.round) for s in found.signatures for b in s.rounds]
+        return suggest.with_failure_details(found, self.failure_details(keys))
+
+    def failure_details(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[str, tuple[str, ...]]]:
+        """(run, round) -> the decision's sentence and its failing cases: those its
+        validation failed on (a FAIL), else the case that regressed most."""
+        from ledger.core.explain import explain
+
         details = {}
         for key, (decided, failed) in self._decided(keys).items():
             why = explain(decided, failed_cases=failed)
@@ -145,7 +153,33 @@ class Queries(Session):
             if not cases and why.worst_case:
                 cases = (why.worst_case,)
             details[key] = (why.sentence, cases)
-        return suggest.with_failure_details(found, details)
+        return details
+
+    def knowledge(self, *, leave_out: Sequence[str] = ()) -> tuple[list[dict], dict[str, dict]]:
+        """The ledger's runs (but `leave_out`) as knowledge candidates and the formal
+        documents their promotion gives (`knowledge.candidates`, `knowledge.promoted`): each
+        decided round's RoundDecided hash as evidence, each run verified by the replay
+        verifier first."""
+        from ledger.core import knowledge
+        from ledger.integrity.verify import verify_ledger
+
+        views = [v for v in self.all_views() if v.run.run_id not in leave_out]
+        hashes: dict[tuple[str, int], str] = {}
+        with self.store.transaction() as conn:
+            for view in views:
+                for stored in self.store.read_stream(
+                    conn, view.run.run_id, types=("RoundDecided",)
+                ):
+                    hashes[(view.run.run_id, stored.event().round)] = stored.event_hash  # type: ignore[attr-defined]
+        verified = {v.run.run_id: verify_ledger(self.store, v.run.run_id).ok for v in views}
+        failed = [
+            (r.run_id, r.round)
+            for v in views
+            for r in v.rounds
+            if r.decision in ("FAIL", "DISCARD")
+        ]
+        found = knowledge.candidates(views, hashes, verified, self.failure_details(failed))
+        return found, knowledge.promoted(found)
 
     def compare(self, run_id: str, first: int, second: int) -> dict[str, Any]:
         """Per-case medians of two rounds (0 is the baseline) and their relative deltas."""
