@@ -9,9 +9,10 @@ runs come in as projections (`RunView`), the answer goes out as values; no store
 How similar a past round is to the target (0 to 1, `similarity`): the same op (or op family),
 the same platform (or family), shared case shapes, the same bottleneck class of the
 starting profile and the distance between the signals (ledger/core/similar.py). A round
-below `MIN_SIMILARITY` is not evidence. An entry's score sums, over its rounds, similarity
-x recency x outcome (a KEEP counts 1 plus its gain up to 0.5; a try that was not kept
-counts little, a FAIL against it). docs/suggest.md says the same in prose.
+below `MIN_SIMILARITY` is not evidence. An entry's score sums, over its rounds, weight
+(exp((similarity - 1) / SHARPNESS)) x recency x outcome (a KEEP counts 1 plus its gain up to
+0.5; a try that was not kept counts little, a FAIL against it). docs/suggest.md says the
+same in prose.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ MIN_SIMILARITY = 0.25
 
 WEIGHTS = {"op": 0.30, "platform": 0.15, "shapes": 0.15, "bottleneck": 0.20, "signals": 0.20}
 """The parts of a round's similarity to the target; they sum to 1."""
+
+SHARPNESS = 0.1
+"""How much more a more similar round counts: its weight is exp((similarity - 1) /
+SHARPNESS), so a round 0.1 more similar counts e times as much, and many rounds of unlike
+runs do not outvote the few of a like one."""
 
 OUTCOME = {"KEEP": 1.0, "NOISE": 0.1, "DISCARD": 0.05, "FAIL": -0.1}
 """What one round of an entry adds to its score, times its similarity and recency (a KEEP
@@ -324,6 +330,11 @@ def _behind(row: RoundRow, like: Likeness) -> Behind:
     )
 
 
+def weight(similarity: float) -> float:
+    """What one round of that similarity counts in an entry's score (`SHARPNESS`)."""
+    return math.exp((similarity - 1.0) / SHARPNESS)
+
+
 def _ranked(
     entry: str,
     items: list[tuple[float, RoundRow, Likeness]],
@@ -335,7 +346,7 @@ def _ranked(
         outcome = OUTCOME[row.decision]
         if row.decision == "KEEP":
             outcome += min(max(row.relative_improvement or 0.0, 0.0), 0.5)
-        score += like.value * recency * outcome
+        score += weight(like.value) * recency * outcome
     gains = [r.relative_improvement for _, r, _ in items if r.relative_improvement is not None]
     keeps = sum(r.decision == "KEEP" for _, r, _ in items)
     runs = len({r.run_id for _, r, _ in items})

@@ -18,10 +18,18 @@ KEEP = [16.0, 36.0, 22.0]
 DISCARD = [17.0, 41.5, 24.0]  # I +0.8%, but one case 3.75% slower
 
 
-def _run(cli, tmp_path: Path, run_id: str, rounds: list[tuple[str | None, str, list | None]]):
+def _run(
+    cli,
+    tmp_path: Path,
+    run_id: str,
+    rounds: list[tuple[str | None, str, list | None]],
+    *,
+    op: str = "softmax",
+    signals: dict | None = None,
+):
     campaign = Campaign(tmp_path / run_id, run_id=run_id)
-    assert cli("plan", "--config", campaign.config(), "--json").exit_code == 0
-    profile = write_json(campaign.root / "base.json", MEMORY_BOUND)
+    assert cli("plan", "--config", campaign.config(op_name=op), "--json").exit_code == 0
+    profile = write_json(campaign.root / "base.json", signals or MEMORY_BOUND)
     assert cli("profile", profile, "--run", run_id, "--baseline", "--json").exit_code == 0
     for mechanism, change, medians in rounds:
         extra = {"mechanism": mechanism} if mechanism else {}
