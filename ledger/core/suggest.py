@@ -10,7 +10,7 @@ How similar a past round is to the target (0 to 1, `similarity`): the same op (o
 the same platform (or family), shared case shapes, the same bottleneck class of the
 starting profile and the distance between the signals (ledger/core/similar.py). A round
 below `MIN_SIMILARITY` is not evidence. An entry's score sums, over its rounds, weight
-(exp((similarity - 1) / SHARPNESS)) x recency x outcome (a KEEP counts 1 plus its gain up to
+(exp((similarity - nearest) / SHARPNESS)) x recency x outcome (a KEEP counts 1 plus its gain up to
 0.5; a try that was not kept counts little, a FAIL against it). docs/suggest.md says the
 same in prose.
 """
@@ -35,9 +35,10 @@ WEIGHTS = {"op": 0.30, "platform": 0.15, "shapes": 0.15, "bottleneck": 0.20, "si
 """The parts of a round's similarity to the target; they sum to 1."""
 
 SHARPNESS = 0.1
-"""How much more a more similar round counts: its weight is exp((similarity - 1) /
-SHARPNESS), so a round 0.1 more similar counts e times as much, and many rounds of unlike
-runs do not outvote the few of a like one."""
+"""How much more a more similar round counts: its weight is exp((similarity - nearest) /
+SHARPNESS), where `nearest` is the similarity of the most similar round of all, so a round
+0.1 more similar counts e times as much, and many rounds of unlike runs do not outvote the
+few of a like one."""
 
 OUTCOME = {"KEEP": 1.0, "NOISE": 0.1, "DISCARD": 0.05, "FAIL": -0.1}
 """What one round of an entry adds to its score, times its similarity and recency (a KEEP
@@ -280,8 +281,12 @@ def suggest(
     tried_here: dict[str, list[tuple[int, str]]] = {}
     for row in target.tried:
         tried_here.setdefault(entry_of(row), []).append((row.round, row.decision))
+    nearest = max((like.value for items in evidence.values() for _, _, like in items), default=1)
     ranked = sorted(
-        (_ranked(entry, items, tried_here.get(entry, [])) for entry, items in evidence.items()),
+        (
+            _ranked(entry, items, tried_here.get(entry, []), nearest)
+            for entry, items in evidence.items()
+        ),
         key=lambda r: (-r.score, r.entry),
     )
     signatures = sorted(
@@ -330,15 +335,17 @@ def _behind(row: RoundRow, like: Likeness) -> Behind:
     )
 
 
-def weight(similarity: float) -> float:
-    """What one round of that similarity counts in an entry's score (`SHARPNESS`)."""
-    return math.exp((similarity - 1.0) / SHARPNESS)
+def weight(similarity: float, nearest: float) -> float:
+    """What one round of that similarity counts in an entry's score, when the most similar
+    round of all is `nearest` similar (`SHARPNESS`)."""
+    return math.exp((similarity - nearest) / SHARPNESS)
 
 
 def _ranked(
     entry: str,
     items: list[tuple[float, RoundRow, Likeness]],
     tried_here: list[tuple[int, str]],
+    nearest: float,
 ) -> Ranked:
     info = mechanisms.BY_ID[entry]
     score = 0.0
@@ -346,7 +353,7 @@ def _ranked(
         outcome = OUTCOME[row.decision]
         if row.decision == "KEEP":
             outcome += min(max(row.relative_improvement or 0.0, 0.0), 0.5)
-        score += weight(like.value) * recency * outcome
+        score += weight(like.value, nearest) * recency * outcome
     gains = [r.relative_improvement for _, r, _ in items if r.relative_improvement is not None]
     keeps = sum(r.decision == "KEEP" for _, r, _ in items)
     runs = len({r.run_id for _, r, _ in items})

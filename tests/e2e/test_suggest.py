@@ -165,3 +165,27 @@ async def _mcp_suggest(url: str, run: str):
         assert not result.is_error, result.content[0].text
         assert json.loads(result.content[0].text) == result.structured_content
         return result.structured_content
+
+
+def test_old_ledgers_read_with_entries(tmp_path, monkeypatch):
+    """Decisions recorded before the vocabulary hold no entry; readers classify them from
+    the rounds row, so `history --mechanism ENTRY` and `suggest` see them too."""
+    import shutil
+
+    from conftest import CliRunner
+
+    monkeypatch.delenv("KERNEL_LEDGER_DB", raising=False)
+    path = tmp_path / "old.sqlite3"
+    shutil.copyfile(ROOT / "tests" / "fixtures" / "ledgers" / "0001.sqlite3", path)
+    old = CliRunner(f"sqlite:///{path}")
+    assert old("db", "upgrade").exit_code == 0
+    decided = old("show", "--run", "softmax-demo-001", "--round", 2, "--json").json()["decision"]
+    assert "mechanism_entry" not in decided
+    rows = old("history", "--mechanism", "warps-per-program", "--json").json()["rounds"]
+    assert [(r["run_id"], r["round"], r["mechanism"]) for r in rows] == [
+        ("softmax-demo-001", 3, "num_warps")
+    ]
+    rows = old("history", "--mechanism", "rows-per-program", "--json").json()["rounds"]
+    # round 1 named no mechanism: its change, ROWS_PER_ITER=1 -> 4, names the entry
+    assert [(r["round"], r["mechanism"]) for r in rows] == [(1, None), (2, "ROWS_PER_ITER")]
+    assert old("verify").exit_code == 0
