@@ -88,6 +88,16 @@ def _ledger(args, work: Path) -> tuple[str, str]:
         for f in ([b] if b.is_file() else b.rglob("*"))
         if f.is_file() and (f.suffix == ".jsonl" or f.name.endswith(".bundle"))
     )
+    ledgers = sorted(f for b in bundles for f in ([b] if b.is_file() else b.rglob("*.sqlite3")))
+    if not files and ledgers:
+        import shutil
+
+        shutil.copyfile(ledgers[0], work / "corpus.sqlite3")
+        _kl(db, "db", "upgrade", "--json")
+        return (
+            db,
+            f"the ledger {ledgers[0]}",
+        )
     if files:
         for f in files:
             _kl(db, "import", str(f), "--json")
