@@ -164,3 +164,20 @@ def test_a_round_profile_of_an_unplanned_case_is_refused(cli, campaign):
     )
     status = cli("status", "--run", campaign.run_id, "--json").json()
     assert status["run"]["rounds_recorded"] == 0
+
+
+def test_ncu_profiles_get_gpu_wording_and_msprof_ones_ascend_wording(cli, campaign):
+    _plan(cli, campaign)
+    gpu = _profile(cli, campaign, "--baseline", "--kernel-name", "kl_persistent_copy").json()
+    assert gpu["attribution"]["bottleneck"] == "memory-transfer"
+    assert gpu["attribution"]["first_experiment"] == (
+        "coalesced, vectorized accesses (contiguous along the fastest axis of a warp), fewer "
+        "bytes moved (fusion, a narrower dtype), or a tile order that reuses L2"
+    )
+    few = _profile(cli, campaign, "--baseline", "--kernel-name", "kl_few_blocks_scale").json()
+    assert few["attribution"]["bottleneck"] == "insufficient-parallelism"
+    assert "SM count" in few["attribution"]["first_experiment"]
+    folder = REAL / "msprof-op" / "tilelang-matmul-add-serial"
+    npu = cli("profile", folder, "--run", campaign.run_id, "--baseline", "--json").json()
+    assert npu["attribution"]["bottleneck"] == "memory-transfer"
+    assert "MTE2/MTE3" in npu["attribution"]["first_experiment"]
