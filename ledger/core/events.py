@@ -207,16 +207,35 @@ class BestKernel(BaseModel):
     medians_us: list[float]
 
 
-class MechanismCheck(BaseModel):
-    """Did the profiler signal the round named move the way it said, by enough?"""
+class CaseCheck(BaseModel):
+    """The mechanism check on one case: the best kernel's and the candidate's profile of
+    that same case."""
 
     model_config = _CONFIG
+    case_id: str
+    best_value: float | None
+    candidate_value: float | None
+    confirmed: bool | None
+
+
+class MechanismCheck(_OmitsUnset):
+    """Did the profiler signal the round named move the way it said, by enough?
+
+    Where either kernel has profiles of named cases, the check is made case by case, each
+    case against the same case (`cases`); `case_id` names the case whose values are the
+    top-level ones. Both are present only then, so a check made before cases were profiled
+    serializes exactly as it did."""
+
+    model_config = _CONFIG
+    OMITTED: ClassVar[tuple[str, ...]] = ("case_id", "cases")
     metric: str
     direction: Literal["increase", "decrease"]
     min_change: float
     best_value: float | None
     candidate_value: float | None
     confirmed: bool | None
+    case_id: str | None = None
+    cases: list[CaseCheck] | None = None
 
 
 class StartProfile(BaseModel):
@@ -344,10 +363,15 @@ class RunReopened(Event):
 
 
 class ProfileRecorded(Event):
-    """Profiler output for one kernel of the run, normalized to signals and attributed."""
+    """Profiler output for one kernel of the run, normalized to signals and attributed.
+
+    `subject` "candidate" is a profile of a candidate before its round was recorded (its
+    round joins it by the kernel's sha256). `case_id` is the planned case the profile ran,
+    present only when named, so every profile recorded before the field existed serializes
+    exactly as it did."""
 
     event_type: ClassVar[str] = "ProfileRecorded"
-    subject: Literal["baseline", "round", "kernel"]
+    subject: Literal["baseline", "round", "kernel", "candidate"]
     round: int | None
     kernel_sha256: str
     origin: Literal["file", "round-result"]
@@ -358,6 +382,14 @@ class ProfileRecorded(Event):
     files: list[FileRef] = []
     aggregation: str = ""
     attribution: dict[str, Any] | None = None
+    case_id: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_case(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("case_id") is None:
+            data.pop("case_id", None)
+        return data
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

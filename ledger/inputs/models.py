@@ -334,6 +334,17 @@ class ExpectedSignal(_Closed):
     min_change: NonNegative = 0.0
 
 
+class ProfileRef(_Closed):
+    """A profile of the round's candidate: the profiler's file or folder (relative to the
+    round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
+    holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
+
+    file: Text
+    kernel: Text | None = None
+    case: Name | None = None
+    shape: Text | None = None
+
+
 class RoundResult(_Open):
     schema_version: SchemaOne
     round: Count
@@ -344,6 +355,7 @@ class RoundResult(_Open):
     verification: VerificationIn
     measurements: list[dict[str, Any]] | None = None
     profiler_signals: dict[str, Number] | None = None
+    profile: ProfileRef | list[ProfileRef] | None = None
     mechanism: Name | None = None
     expected_signal: ExpectedSignal | None = None
 
