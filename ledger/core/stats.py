@@ -74,6 +74,16 @@ BOOTSTRAPS = ("plain", "smoothed")
 RECORDED_DEFAULT_BOOTSTRAP = "plain"  # what a recorded configuration without the key meant
 SEED_DOMAIN = b"kernel-ledger/statistics/v1"
 MIN_DRIFT_PAIRS = 5
+DRIFT_PAIRS_RULE = (
+    f"a drift estimate needs {MIN_DRIFT_PAIRS} A/A pairs (two remeasures of one kernel, each "
+    "with min_samples samples per case)"
+)
+"""The one wording of how many A/A pairs a drift estimate needs (flag, `noise`, decisions)."""
+DEFAULT_ASSUMED_DRIFT = 0.02
+"""statistics.assumed_drift's default: the sd of I between two sessions assumed when the two
+sides of a decision come from different sessions and the run has no drift estimate. 2%: the
+H200 campaign's best kernel ran 1.9% faster in one session than in another (another GPU)."""
+OPTIONAL_SETTINGS = ("sequential", "assumed_drift")
 REMEASURE_FACTOR = 2.0
 FLAG_DRIFT_UNESTIMATED = "drift_unestimated"
 
@@ -129,8 +139,21 @@ class StatisticsConfig:
     alpha: float = 0.05
     regression_quantile: float = 0.80
     bootstrap: str = "smoothed"
+    sequential: Any = None  # a SequentialConfig (ledger/core/sequential.py) or None
+    assumed_drift: float | None = None  # None: DEFAULT_ASSUMED_DRIFT where drift is needed
 
     def __post_init__(self) -> None:
+        if self.sequential is not None:
+            from ledger.core.sequential import SequentialConfig
+
+            if not isinstance(self.sequential, SequentialConfig):
+                object.__setattr__(
+                    self, "sequential", SequentialConfig.from_mapping(self.sequential)
+                )
+        if self.assumed_drift is not None:
+            object.__setattr__(
+                self, "assumed_drift", _open_interval("assumed_drift", self.assumed_drift, 0.0, 1.0)
+            )
         _integer_field("min_samples", self.min_samples, low=3, high=None)
         _integer_field("resamples", self.resamples, low=100, high=100_000)
         object.__setattr__(self, "alpha", _open_interval("alpha", self.alpha, 0.0, 0.5))
@@ -182,7 +205,20 @@ class StatisticsConfig:
         return {**dict(mapping or {}), "bootstrap": config.bootstrap}
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The settings as JSON; `sequential` and `assumed_drift` only where they are set
+        (decisions recorded before they existed keep their bytes)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in OPTIONAL_SETTINGS:
+            if out[key] is None:
+                del out[key]
+        if self.sequential is not None:
+            out["sequential"] = self.sequential.to_dict()
+        return out
+
+    @property
+    def drift_assumed(self) -> float:
+        """The drift a decision across sessions assumes without an estimate."""
+        return DEFAULT_ASSUMED_DRIFT if self.assumed_drift is None else self.assumed_drift
 
     @property
     def smoothed(self) -> bool:
