@@ -55,10 +55,12 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
+from ledger.core.aa import DRIFT_PAIRS_RULE, MIN_DRIFT_PAIRS  # noqa: F401 (re-exported)
 from ledger.core.decide import (
     CONTRACTS,
     Decision,
@@ -73,12 +75,6 @@ METHOD_SMOOTHED = "bootstrap-median-order-statistics-smoothed/v2"  # bootstrap "
 BOOTSTRAPS = ("plain", "smoothed")
 RECORDED_DEFAULT_BOOTSTRAP = "plain"  # what a recorded configuration without the key meant
 SEED_DOMAIN = b"kernel-ledger/statistics/v1"
-MIN_DRIFT_PAIRS = 5
-DRIFT_PAIRS_RULE = (
-    f"a drift estimate needs {MIN_DRIFT_PAIRS} A/A pairs (two remeasures of one kernel, each "
-    "with min_samples samples per case)"
-)
-"""The one wording of how many A/A pairs a drift estimate needs (flag, `noise`, decisions)."""
 DEFAULT_ASSUMED_DRIFT = 0.02
 """statistics.assumed_drift's default: the sd of I between two sessions assumed when the two
 sides of a decision come from different sessions and the run has no drift estimate. 2%: the
@@ -500,6 +496,18 @@ def _medians(
 
 
 # ------------------------------------------------------------------------- drift
+
+
+FLAG_REMEASURE = "remeasure-advised"
+REMEASURE_ACROSS_SESSIONS = "measure the best kernel in the candidate's session"
+
+
+def clears_drift(improvement: float, sigma: float, alpha: float, noise_floor: float) -> bool:
+    """Whether a KEEP decided on medians whose two sides come from different sessions clears
+    the drift sigma: I - z_(1-alpha) * sigma > noise_floor (the same test the bootstrap makes
+    with its drift draws, for a side with no samples)."""
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    return improvement - z * sigma > noise_floor
 
 
 @dataclass(frozen=True, slots=True)
