@@ -19,7 +19,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from ledger.errors import CoverageError, InputError
 from ledger.inputs.jsonio import RUN_ID_RE, JsonFile, display, read_json, time_problem
@@ -256,6 +263,29 @@ class MeasurementIn(_Open):
         if self.repeats is None and not raw:
             raise ValueError("repeats is required")
         return self
+
+
+class SessionIn(_Open):
+    """Where and when a set of measurements was taken (the harness writes it)."""
+
+    id: Name = Field(description="The session's id: the same id means the same session.")
+    device: Text | None = Field(
+        default=None, description="The device measured on, e.g. the GPU's uuid (text)."
+    )
+    host: Text | None = Field(default=None, description="The host's name (text).")
+    started_at: Text | None = Field(
+        default=None, description="When the session started (RFC 3339 UTC text)."
+    )
+
+
+def different_sessions(first: SessionIn | None, second: SessionIn | None) -> bool:
+    """Whether two measurement sets are known to come from different sessions: both name
+    a session, and the ids (or, where both name one, the devices) differ."""
+    if first is None or second is None:
+        return False
+    if first.id != second.id:
+        return True
+    return first.device is not None and second.device is not None and first.device != second.device
 
 
 def check_measurements(
