@@ -21,6 +21,7 @@ from ledger.core.events import (
     LimitFields,
     MeasurementsRecorded,
     MechanismCheck,
+    MechanismEntry,
     ObjectiveFields,
     ProfileRecorded,
     RoundDecided,
@@ -267,7 +268,18 @@ def decide_round(
         start_profile=start_profile,
         retried_rounds=retried,
         flags=flags,
+        mechanism_entry=mechanism_entry(mechanism, submitted.change),
     )
+
+
+def mechanism_entry(mechanism: str | None, change: str) -> MechanismEntry:
+    """The vocabulary entry of the round's mechanism (as the decision records it: the
+    round's `mechanism`, else the parameter its `change` names) and change; the rounds row
+    holds the same two texts, so `suggest.entry_of` reads the same entry from it."""
+    from ledger.core import mechanisms
+
+    found = mechanisms.classify(mechanism, change)
+    return MechanismEntry(entry=found.entry, vocabulary=mechanisms.VERSION, source=found.source)
 
 
 SAMPLES_NOT_FOUND = "samples-file-not-found"

@@ -244,6 +244,17 @@ class StartProfile(BaseModel):
     signals: dict[str, float]
 
 
+class MechanismEntry(BaseModel):
+    """The vocabulary entry a round's mechanism maps to (ledger/core/mechanisms.py): the
+    entry's id (`other` when no phrase matched), the vocabulary's version, and which text
+    named it ("mechanism" or "change"; None for `other`)."""
+
+    model_config = _CONFIG
+    entry: str
+    vocabulary: int
+    source: str | None
+
+
 class _UnderContract(Event):
     """An event the contract decided: `contract` is the version of the rules it was
     decided under (`decide.CONTRACTS`). Version 1 is left out of the payload, so every
@@ -252,6 +263,7 @@ class _UnderContract(Event):
     later version is written. A version this kernel-ledger does not know is refused."""
 
     contract: int = 1
+    OMITTED: ClassVar[tuple[str, ...]] = ()
 
     @field_validator("contract")
     @classmethod
@@ -263,6 +275,9 @@ class _UnderContract(Event):
         data = handler(self)
         if data.get("contract") == 1:
             del data["contract"]
+        for key in self.OMITTED:
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 
@@ -294,6 +309,10 @@ class RoundDecided(_UnderContract):
     start_profile: StartProfile | None = None
     retried_rounds: list[int] = []
     flags: list[str] = []
+    # the vocabulary entry of `mechanism`/`change`; left out while None, so decisions
+    # recorded before the vocabulary (and those of a legacy import) keep their bytes
+    mechanism_entry: MechanismEntry | None = None
+    OMITTED: ClassVar[tuple[str, ...]] = ("mechanism_entry",)
 
 
 class NoiseMeasured(Event):
