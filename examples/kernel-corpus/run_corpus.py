@@ -371,7 +371,7 @@ def run_op(op, out: Path, ledger: Ledger, env: dict, args, device: str) -> dict:
     number = 0
     for var in op.VARIANTS:
         number += 1
-        if time.time() - T0 > args.budget_s * 0.75:
+        if time.time() - T0 > args.budget_s * 0.85:
             summary["rounds"].append({"variant": var["name"], "skipped": "budget"})
             number -= 1
             continue
@@ -506,10 +506,10 @@ def split_ncu(op_name: str, out: Path) -> dict[tuple[str, str], Path]:
     """One CSV per (kernel, case) from the op's ncu.csv, matched to the recorded launches."""
     pdir = out / "ncu" / op_name
     text = (pdir / "ncu.csv").read_text() if (pdir / "ncu.csv").exists() else ""
-    start = text.find('"ID"')
-    if start < 0 or not (pdir / "launches.json").exists():
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]  # drop ==PROF== lines
+    if not lines or not (pdir / "launches.json").exists():
         return {}
-    rows = list(csv.DictReader(io.StringIO(text[start:])))
+    rows = [r for r in csv.DictReader(io.StringIO("\n".join(lines) + "\n")) if r["ID"].isdigit()]
     header = list(rows[0].keys()) if rows else []
     ids = sorted({r["ID"] for r in rows}, key=int)
     launches = json.loads((pdir / "launches.json").read_text())
@@ -528,6 +528,30 @@ def split_ncu(op_name: str, out: Path) -> dict[tuple[str, str], Path]:
         path.write_text(buf.getvalue())
         files[(launch["kernel"], launch["case_id"])] = path
     return files
+
+
+def profile_op(op, info: dict, out: Path, ledger: Ledger, args) -> None:
+    """ncu over every recorded kernel and case, then `profile` each launch into its round."""
+    left = args.budget_s - (time.time() - T0) - 15
+    if left < 15:
+        info["ncu"] = {"skipped": f"budget: {left + 15:.0f}s left"}
+        return
+    info["ncu"] = run_ncu(op, info, out, timeout=min(left, 90))
+    files = split_ncu(op.NAME, out)
+    info["ncu"]["profiles"] = len(files)
+    round_of = {r["variant"]: r["round"] for r in info["rounds"] if r.get("rc") == 0}
+    ingested = []
+    for (kernel, case_id), path in sorted(files.items()):
+        if kernel == op.BASELINE["name"]:
+            target = ["--baseline"]
+        elif kernel in round_of:
+            target = ["--round", str(round_of[kernel])]
+        else:
+            continue
+        code, _, err = ledger("profile", "--run", info["run_id"], *target, rel(path, out))
+        ingested.append({"kernel": kernel, "case_id": case_id, "rc": code, "error": err or None})
+    info["profiles_ingested"] = ingested
+    log(f"{op.NAME}: ncu rc={info['ncu']['rc']}, {len(files)} profiles, {info['ncu']['seconds']}s")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -566,73 +590,48 @@ def main(argv=None) -> int:
     )
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     summary = {"campaign": CAMPAIGN, "budget_s": args.budget_s, "ops": {}, "skipped_ops": []}
-    modules = {}
+    ncu_ok = not args.no_ncu and device == "cuda" and shutil.which("ncu") is not None
+    reason = "--no-ncu" if args.no_ncu else "no GPU" if device != "cuda" else "ncu not on PATH"
+    summary["ncu"] = {"used": ncu_ok, "reason": None if ncu_ok else reason}
+    took: list[float] = []
     for name in args.ops.split(","):
-        if time.time() - T0 > args.budget_s * 0.6:
-            summary["skipped_ops"].append({"op": name, "reason": "budget: campaigns past 60%"})
+        elapsed = time.time() - T0
+        guess = max(took) if took else 0.0  # the slowest op so far
+        if took and elapsed + guess > args.budget_s - 15:
+            summary["skipped_ops"].append(
+                {
+                    "op": name,
+                    "reason": f"budget: {elapsed:.0f}s spent, an op took up to {guess:.0f}s",
+                }
+            )
             continue
         op = importlib.import_module(f"ops.{name}")
-        modules[name] = op
         t0 = time.time()
         try:
-            summary["ops"][name] = run_op(op, out, ledger, env, args, device)
+            info = run_op(op, out, ledger, env, args, device)
         except Exception as exc:  # one broken op must not lose the others
-            summary["ops"][name] = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+            info = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+        summary["ops"][name] = info
         INPUTS.clear()
         if device == "cuda":
             torch.cuda.empty_cache()
-        summary["ops"][name]["seconds"] = round(time.time() - t0, 1)
-        log(f"{name}: {summary['ops'][name].get('best')} in {summary['ops'][name]['seconds']}s")
-    ncu_ok = not args.no_ncu and device == "cuda" and shutil.which("ncu") is not None
-    summary["ncu"] = {
-        "used": ncu_ok,
-        "reason": None
-        if ncu_ok
-        else ("--no-ncu" if args.no_ncu else "no GPU" if device != "cuda" else "ncu not on PATH"),
-    }
-    for name, op in modules.items():
-        info = summary["ops"][name]
-        if "run_id" not in info or not info.get("kernels"):
-            continue
-        if ncu_ok:
-            left = args.budget_s - (time.time() - T0) - 30
-            if left < 20:
-                info["ncu"] = {"skipped": "budget"}
-            else:
-                info["ncu"] = run_ncu(op, info, out, timeout=min(left, 90))
-                files = split_ncu(name, out)
-                info["ncu"]["profiles"] = len(files)
-                round_of = {r["variant"]: r["round"] for r in info["rounds"] if r.get("rc") == 0}
-                ingested = []
-                for (kernel, case_id), path in sorted(files.items()):
-                    target = (
-                        ["--baseline"]
-                        if kernel == op.BASELINE["name"]
-                        else ["--round", str(round_of[kernel])]
-                        if kernel in round_of
-                        else None
-                    )
-                    if target is None:
-                        continue
-                    code, _, err = ledger(
-                        "profile", "--run", info["run_id"], *target, rel(path, out)
-                    )
-                    ingested.append(
-                        {"kernel": kernel, "case_id": case_id, "rc": code, "error": err or None}
-                    )
-                info["profiles_ingested"] = ingested
-                log(
-                    f"{name}: ncu rc={info['ncu']['rc']} {len(files)} profiles"
-                    f" in {info['ncu']['seconds']}s"
-                )
-        code, _, err = ledger(
-            "analyze", "--run", info["run_id"], "--output-dir", str(out / "analysis" / name)
-        )
-        info["analyze"] = {"rc": code, "error": err or None}
-        bundle = out / "bundles" / f"{info['run_id']}.bundle.jsonl"
-        bundle.parent.mkdir(exist_ok=True)
-        code, _, err = ledger("export", "--run", info["run_id"], "--out", str(bundle), "--force")
-        info["bundle"] = {"rc": code, "path": rel(bundle, out), "error": err or None}
+        if info.get("plan", {}).get("rc") == 0:
+            if ncu_ok:
+                profile_op(op, info, out, ledger, args)
+            code, _, err = ledger(
+                "analyze", "--run", info["run_id"], "--output-dir", str(out / "analysis" / name)
+            )
+            info["analyze"] = {"rc": code, "error": err or None}
+            bundle = out / "bundles" / f"{info['run_id']}.bundle.jsonl"
+            bundle.parent.mkdir(exist_ok=True)
+            code, _, err = ledger(
+                "export", "--run", info["run_id"], "--out", str(bundle), "--force"
+            )
+            info["bundle"] = {"rc": code, "path": rel(bundle, out), "error": err or None}
+        info["seconds"] = round(time.time() - t0, 1)
+        took.append(info["seconds"])
+        write_json(out / "summary.json", summary)  # what is done survives a kill
+        log(f"{name}: best {info.get('best')} in {info['seconds']}s")
     code, _, err = ledger("verify")
     summary["verify"] = {"rc": code, "error": err or None}
     env["finished_at"] = now()
