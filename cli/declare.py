@@ -249,6 +249,18 @@ GROUPS = {
 (cli/db_*.py)."""
 
 
+SECTIONS = {
+    "A campaign, in order": "template schema plan profile suggest assess decide record noise "
+    "diagnose analyze",
+    "Before a merge": "verify checkpoint check-merge checkout",
+    "Looking back": "status show history compare report serve",
+    "Moving runs": "export import knowledge db",
+    "For agents": "mcp skill",
+}
+"""How `kernel-ledger --help` lists the commands: by the order an agent works in. A command
+not named here is listed last, under "Other commands"."""
+
+
 def module_name(name: str) -> str:
     """The module of a command: `check-merge` -> `cli.check_merge`, `import` -> `cli.import_`."""
     base = name.replace("-", "_").replace(" ", "_")
