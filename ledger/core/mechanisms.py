@@ -74,7 +74,7 @@ VOCABULARY: tuple[Entry, ...] = (
         "any",
         r"\bsplit k\b",
         r"\bsplit (the )?reduction\b",
-        r"\bchunked\b",
+        r"\bchunk(ed|s)?\b",
         r"\bonline\b",
         r"\btwo pass",
         r"\btiled (two pass |reduction)",
@@ -156,6 +156,8 @@ VOCABULARY: tuple[Entry, ...] = (
         r"\bstrength reduc",
         r"\bnormalize\b",
         r"\bdivis",
+        r"\bspecial function",
+        r"\bintrinsic",
     ),
     _entry(
         "masking",
