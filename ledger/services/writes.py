@@ -174,6 +174,7 @@ class Writes(Session):
         base_dir: Path | None = None,
         reopen: str | None = None,
         check: Callable[[Sequence[Event]], None] | None = None,
+        vocabulary: bool = True,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
         paths in the round result resolve against `base_dir` (default: the working
@@ -182,7 +183,8 @@ class Writes(Session):
         A concluded run accepts no rounds, unless `reopen` gives the reason to take one
         anyway (as the JSON-file controller does): then RunReopened goes before the round,
         in the same append, so a refused round leaves the run concluded. `check`, a caller's
-        own rule, sees the events about to be appended and raises to refuse them."""
+        own rule, sees the events about to be appended and raises to refuse them. Without
+        `vocabulary` the decision records no mechanism entry (`round.round_events`)."""
         base = base_folder(base_dir)
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
@@ -220,6 +222,7 @@ class Writes(Session):
             validation=validation,
             measurements=measured,
             profiles=profiles,
+            vocabulary=vocabulary,
         )
         items += outcome.events
         if check is not None:
