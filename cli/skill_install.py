@@ -44,11 +44,13 @@ def install(env: Env, folder: str, check: bool) -> Outcome:
         document = {"status": "current" if current else "stale", "path": str(target),
                     "files": states}  # fmt: skip
         return Outcome(document, (target, None), failure)
+    from ledger.files import write_output
+
     try:
         for name in FILES:
             path = target / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(shipped(name))
+            write_output(path, shipped(name), what="skill file", force=True)
     except OSError as exc:
         raise InputError(f"cannot write the skill to {target}: {exc.strerror or exc}") from None
     written = [name for name, state in states.items() if state != "current"]

@@ -84,6 +84,29 @@ def ledger_url(output_dir: Path) -> str:
     return f"sqlite:///{Path(os.path.abspath(output_dir)).parent / LEDGER_FILE}"
 
 
+def _refuse_ledger_inside(output_dir: Path) -> None:
+    """A ledger file inside the run folder would be overwritten by (or mistaken for) the
+    folder's files: plan refuses it before anything is created."""
+    from ledger.errors import LedgerError
+    from ledger.store.sqlitefile import ledger_file
+    from ledger.store.urls import parse_url
+
+    try:
+        path = ledger_file(parse_url(ledger_url(output_dir), "KERNEL_LEDGER_DB"))
+    except LedgerError:
+        return  # the ledger's own opening names what is wrong with the URL
+    if path is None:
+        return
+    folder = Path(os.path.realpath(output_dir))
+    ledger = Path(os.path.realpath(path))
+    if ledger == folder or ledger.is_relative_to(folder):
+        raise OptimizationError(
+            f"the ledger {path} (KERNEL_LEDGER_DB) is inside the run folder {output_dir}, "
+            "whose files plan, record and analyze write: keep the ledger outside it "
+            f"(the default is {LEDGER_FILE} beside the folder)"
+        )
+
+
 @contextlib.contextmanager
 def _ledger(output_dir: Path, at: str) -> Iterator[Any]:
     """The service on the run's ledger, its clock fixed to the step's time; errors become
@@ -315,6 +338,7 @@ def plan(output_dir: Path, *, config_path: Path, created_at: str | None = None) 
         raise OptimizationError(
             f"the output folder {output_dir} is not empty: plan starts a run in a new folder"
         )
+    _refuse_ledger_inside(output_dir)
     at = created_at or utc_now()
     staged = _Staged(output_dir)
 

@@ -159,7 +159,7 @@ class RunPlanned(Event):
         return data
 
 
-class ValidationLinked(Event):
+class ValidationLinked(Event, _OmitsUnset):
     """A correctness manifest (and its case matrix) vouched for a kernel."""
 
     event_type: ClassVar[str] = "ValidationLinked"
@@ -171,6 +171,22 @@ class ValidationLinked(Event):
     status: str
     case_matrix: FileRef | None
     case_ids: list[str]
+    # the planned cases the case matrix reports as not passed, present only when the
+    # manifest's own status says passed: the correctness gate fails them all the same, and
+    # validations recorded before the field existed serialize exactly as they did
+    cases_not_passed: list[str] | None = None
+    OMITTED: ClassVar[tuple[str, ...]] = ("cases_not_passed",)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the correctness gate passed: the manifest says passed and its case matrix
+        reports no planned case otherwise."""
+        return self.status == "passed" and not self.cases_not_passed
+
+    @property
+    def gate_status(self) -> str:
+        """The gate's status: the manifest's own, or `failed` where a case did not pass."""
+        return "failed" if self.status == "passed" and self.cases_not_passed else self.status
 
 
 class MeasurementsRecorded(Event):

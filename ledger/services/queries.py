@@ -52,9 +52,11 @@ class Queries(Session):
                 {k: v for k, v in detail["decision"].items() if k != "seq"}
             )
             failed = None
-            if "validation" in detail and detail["validation"]["status"] != "passed":
-                linked = {k: v for k, v in detail["validation"].items() if k != "seq"}
-                failed = failed_validation_cases(ValidationLinked.model_validate(linked))
+            if "validation" in detail:
+                linked = ValidationLinked.model_validate(
+                    {k: v for k, v in detail["validation"].items() if k != "seq"}
+                )
+                failed = None if linked.passed else failed_validation_cases(linked)
             why = explain(decided, failed_cases=failed)
             detail["explanation"] = {
                 "rule": why.rule,
@@ -77,7 +79,7 @@ class Queries(Session):
         decided: list[RoundDecided] = []
         for record in stored:
             event = record.event()
-            if isinstance(event, ValidationLinked) and event.status != "passed":
+            if isinstance(event, ValidationLinked) and not event.passed:
                 failed[event.round] = failed_validation_cases(event)
             elif isinstance(event, RoundDecided):
                 decided.append(event)

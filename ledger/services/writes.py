@@ -49,6 +49,7 @@ from ledger.inputs.models import (
     Sha256,
     base_folder,
     config_warnings,
+    failed_validation_cases,
     load_config,
     load_round_result,
     resolve,
@@ -98,6 +99,7 @@ class RecordResult:
     events: tuple[Event, ...] = ()  # as appended, documents as parsed from the files
     already_recorded: bool = False  # a retry of a round recorded from this very file
     sources_not_samples: tuple[str, ...] = ()  # cases whose `source` holds no samples
+    failed_cases: tuple[str, ...] = ()  # the cases its correctness gate failed on
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,9 @@ class Writes(Session):
             samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
             events=tuple(items),
             sources_not_samples=tuple(sources_not_samples(evidence.measured.get(decision.round))),
+            failed_cases=tuple(
+                () if validation.passed else failed_validation_cases(validation) or ()
+            ),
         )
 
     @staticmethod
