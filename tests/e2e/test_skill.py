@@ -205,3 +205,34 @@ def test_the_harness_is_installed_from_the_package_module(tmp_path):
     skill = installed(tmp_path)
     assert (skill / "scripts" / "measure.py").read_bytes() == Path(measure.__file__).read_bytes()
     assert "scripts/measure.py" in (skill / "SKILL.md").read_text()
+
+
+def test_the_measuring_example_runs_from_the_installed_script(tmp_path):
+    """The skill's Python example, run as written with the installed scripts/measure.py
+    (no GPU here: the harness falls back to its wall timer and says so)."""
+    import subprocess
+    import sys
+
+    skill = installed(tmp_path)
+    text = (skill / "SKILL.md").read_text()
+    (example,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    program = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(skill / 'scripts')!r})\n"
+        "def run_candidate(): return sum(range(200))\n"
+        "def run_best(): return sum(range(400))\n"
+        "best_sha = 'a' * 64\n" + example + "print(json.dumps(fragment))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", program],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    fragment = json.loads(done.stdout)
+    assert set(fragment) >= {"session", "measurements", "reference"}
+    assert [m["case_id"] for m in fragment["measurements"]] == ["fp16-4096"]
+    assert fragment["session"]["timer"] == "wall"
+    assert (tmp_path / "runs" / "r1" / "raw").is_dir()
