@@ -202,3 +202,13 @@ def test_status_shows_the_attribution_per_case_and_where_the_headroom_is(cli, ca
     text = cli("status", "--run", campaign.run_id)
     assert "the best kernel's profile by case:" in text.stdout
     assert f"the headroom is in case {body['headroom_case']} (" in text.stdout
+
+
+def test_the_report_labels_each_profile_with_its_case(cli, campaign, tmp_path):
+    _plan(cli, campaign)
+    a = campaign.case_ids[0]
+    done = _profile(cli, campaign, "--baseline", "--kernel-name", "kl_persistent_copy", "--case", a)
+    assert done.exit_code == 0, done.stderr
+    page = tmp_path / "report.html"
+    assert cli("report", "--run", campaign.run_id, "--html", page).exit_code == 0
+    assert f"original, case {a}" in page.read_text()
