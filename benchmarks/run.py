@@ -4,10 +4,8 @@
     .venv/bin/python benchmarks/run.py --quick          # small sizes, few repetitions (~2 min)
     .venv/bin/python benchmarks/run.py --only verify,history --output /tmp/b.md
 
-`replay-base` replays one ledger with the code of the commit the replay goal was set on,
-taken from this clone's history; where there is none (a copy without .git), set
-KERNEL_LEDGER_BENCH_BASE_TREE to a folder holding `git archive 665f4b8 ledger migrations
-alembic.ini benchmarks`, extracted.
+`verify` builds a 1,000,000-event ledger once and caches it under .bench-cache/ (git-ignored),
+so later runs start at once.
 
 Every figure is a ratio to a floor measured in the same run (repeated; median with the
 spread over repetitions). Nothing here is a pass/fail test: goals are reported, not asserted.
@@ -31,11 +29,8 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 from benchmarks import (
     bench_agents,
     bench_append,
-    bench_bulk,
     bench_history,
-    bench_legacy,
     bench_record,
-    bench_replay_base,
     bench_serve,
     bench_small,
     bench_verify,
@@ -46,11 +41,8 @@ from benchmarks.workload import Shape
 
 NAMES = (
     "append",
-    "bulk",
-    "legacy",
     "record",
     "verify",
-    "replay-base",
     "history",
     "serve",
     "startup",
@@ -150,15 +142,8 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
             ),
             t0,
         )
-    if "bulk" in selected:
-        t0 = time.perf_counter()
-        timed(bench_bulk.measure(work / "bulk", runs=30 if quick else 120, repeats=reps), t0)
-    if "legacy" in selected:
-        t0 = time.perf_counter()
-        runs = 12 if quick else 60
-        timed(bench_legacy.measure(work / "legacy", runs=runs, rounds=20, repeats=reps), t0)
     ledgers = None
-    if {"record", "verify", "history", "serve"} & set(selected):
+    if {"record", "history", "serve"} & set(selected):
         t0 = time.perf_counter()
         progress("building the ledgers")
         ledgers = Ledgers(work / "ledgers", sizes, shape=Shape(), distinct=480)
@@ -177,30 +162,10 @@ def _run(selected: list[str], quick: bool, work: Path, sizes: list[int]) -> list
         section.notes.insert(0, ledgers.note())
         timed(section, t0)
     if "verify" in selected:
-        assert ledgers is not None
         t0 = time.perf_counter()
-        # the two largest ledgers; the empty one has no events to verify (no rate, no ratio)
-        sizes = [n for n in ledgers.sizes if n][-2:]
-        timed(
-            bench_verify.measure(
-                [(str(n), ledgers.url(n)) for n in sizes],
-                repeats=2 if quick else 3,
-                replay_repeats=1,
-                title="Verify (SQLite)",
-                key="verify",
-            ),
-            t0,
-        )
-    if "replay-base" in selected:
-        t0 = time.perf_counter()
-        timed(
-            bench_replay_base.measure(
-                work / "replay-base",
-                events=20_000 if quick else 100_000,
-                repeats=2 if quick else 3,
-            ),
-            t0,
-        )
+        events = 20_000 if quick else 1_000_000
+        section = bench_verify.measure(work / "verify", events=events, new=1000, repeats=reps)
+        timed(section, t0)
     if "history" in selected:
         assert ledgers is not None
         t0 = time.perf_counter()
@@ -242,17 +207,7 @@ def _postgres(work: Path, quick: bool, reps: int) -> list[Section]:
         )
         append.seconds = time.perf_counter() - t0
         append.notes.insert(0, backend.note())
-        t1 = time.perf_counter()
-        url = backend.ledger(events=5_000 if quick else 50_000)
-        verify = bench_verify.measure(
-            [("pg", url)],
-            repeats=2 if quick else 3,
-            replay_repeats=1,
-            title="Verify (PostgreSQL)",
-            key="verify-pg",
-        )
-        verify.seconds = time.perf_counter() - t1
-    return [append, verify]
+    return [append]
 
 
 def _markdown(

@@ -77,6 +77,12 @@ class TreeBuilder:
         for data in leaves:
             self._push(leaf_hash(data))
 
+    def frontier(self) -> tuple[bytes, ...]:
+        """The roots of the perfect subtrees the leaves so far split into, largest first:
+        all a consistency proof from this size needs of the leaves before it
+        (`consistency_from`)."""
+        return tuple(self._stack)
+
     def root(self) -> bytes:
         """Root of the tree of all leaves so far (SHA-256 of nothing when empty).
 
@@ -250,6 +256,55 @@ def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
             lo, m, whole = lo + k, m - k, False
     if not whole:
         proof.append(_subtree_root(hashes, lo, hi))
+    proof.reverse()
+    return proof
+
+
+def consistency_from(
+    old_size: int, frontier: Sequence[bytes], new_leaves: Sequence[bytes]
+) -> list[bytes]:
+    """`consistency_proof(leaves, old_size)` from the `frontier` of the first `old_size`
+    leaves (`TreeBuilder.frontier`) and the leaves after them alone: every node of such a
+    proof is a run of frontier subtrees or a subtree of the new leaves.
+
+    >>> leaves = [bytes([i]) for i in range(7)]
+    >>> builder = TreeBuilder()
+    >>> builder.extend(leaves[:3])
+    >>> consistency_from(3, builder.frontier(), leaves[3:]) == consistency_proof(leaves, 3)
+    True
+    """
+    size = old_size + len(new_leaves)
+    if old_size in (0, size):
+        return []
+    starts, at = [], 0
+    for height in reversed(range(old_size.bit_length())):
+        if old_size >> height & 1:
+            starts.append((at, at + (1 << height)))
+            at += 1 << height
+    hashes = [leaf_hash(data) for data in new_leaves]
+
+    def subtree(lo: int, hi: int) -> bytes:
+        if lo >= old_size:
+            return _subtree_root(hashes, lo - old_size, hi - old_size)
+        pieces = [i for i, (a, b) in enumerate(starts) if lo <= a and b <= hi]
+        assert pieces and starts[pieces[0]][0] == lo and starts[pieces[-1]][1] == hi
+        acc = frontier[pieces[-1]]
+        for i in reversed(pieces[:-1]):
+            acc = node_hash(frontier[i], acc)
+        return acc
+
+    proof: list[bytes] = []
+    lo, hi, m, whole = 0, size, old_size, True
+    while m != hi - lo:
+        k = _split(hi - lo)
+        if m <= k:
+            proof.append(subtree(lo + k, hi))
+            hi = lo + k
+        else:
+            proof.append(subtree(lo, lo + k))
+            lo, m, whole = lo + k, m - k, False
+    if not whole:
+        proof.append(subtree(lo, hi))
     proof.reverse()
     return proof
 

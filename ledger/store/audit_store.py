@@ -7,8 +7,7 @@ import is one transaction: all of it is written, or nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, func, select
@@ -18,7 +17,6 @@ from ledger.core.projections import RunView
 from ledger.errors import InputError
 from ledger.store.eventstore import Store, StoredEvent
 from ledger.store.tables import checkpoints, events
-from ledger.store.transfer import indexes_built_after
 
 
 @dataclass(frozen=True)
@@ -89,27 +87,6 @@ def event_hashes(conn: Connection, *, batch: int = 5000):
 
 
 # --- imports ---------------------------------------------------------------------------
-
-
-@contextmanager
-def bulk_writes(conn: Connection, *, bulk: bool) -> Iterator[None]:
-    """Around a bulk import's writes, inside its transaction: when `bulk` (thousands of
-    events to come) and the ledger is an SQLite file that holds no event yet, its secondary
-    indexes are built once every row is in (`transfer.indexes_built_after`, as `db copy`
-    builds them), not kept up to date row by row; otherwise nothing changes. The rows, the
-    indexes and the schema come out the same either way; a refusal inside rolls the drop
-    back with everything else. Not on PostgreSQL: there DROP INDEX locks the table against
-    every reader of a shared ledger until the import commits, where SQLite's readers go on
-    reading the last commit."""
-    if (
-        bulk
-        and conn.dialect.name == "sqlite"
-        and conn.execute(select(events.c.seq).limit(1)).first() is None
-    ):
-        with indexes_built_after(conn, "import"):
-            yield
-    else:
-        yield
 
 
 @dataclass(frozen=True)
