@@ -535,16 +535,24 @@ def _leaves_since(
 ) -> tuple[tuple[bytes, ...], list[bytes]]:
     """Feed every stored event hash into `watch`; the tree's frontier at `size` and the
     leaves after it."""
-    frontier: tuple[bytes, ...] = () if size else watch.builder.frontier()
+    builder = watch.builder
+    frontier: tuple[bytes, ...] = () if size else builder.frontier()
     new: list[bytes] = []
+    stops = sorted({size, *watch.wanted})
     for page in store.event_hash_pages(conn):
-        for event_hash in page:
-            leaf = bytes.fromhex(event_hash)
-            if watch.builder.size >= size:
-                new.append(leaf)
-            watch.add_leaf(leaf)
-            if watch.builder.size == size:
-                frontier = watch.builder.frontier()
+        raw = bytes.fromhex("".join(page))
+        leaves = [raw[i : i + 32] for i in range(0, len(raw), 32)]
+        while leaves:
+            stop = next((s for s in stops if s > builder.size), None)
+            take = len(leaves) if stop is None else min(len(leaves), stop - builder.size)
+            part, leaves = leaves[:take], leaves[take:]
+            if builder.size >= size:
+                new.extend(part)
+            builder.extend(part)
+            if builder.size in watch.wanted:
+                watch.roots[builder.size] = builder.root()
+            if builder.size == size:
+                frontier = builder.frontier()
     return frontier, new
 
 

@@ -24,6 +24,8 @@ from ledger.errors import InputError
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
+BLOCK_HEIGHT = 10
+BLOCK = 1 << BLOCK_HEIGHT
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -73,9 +75,22 @@ class TreeBuilder:
         self._push(leaf_hash(leaf_data))
 
     def extend(self, leaves: Iterable[bytes]) -> None:
-        """Add many leaves, in order."""
-        for data in leaves:
-            self._push(leaf_hash(data))
+        """Add many leaves, in order: each aligned block of `BLOCK` leaves is hashed level by
+        level and pushed as one perfect subtree (the same tree, far fewer Python steps)."""
+        sha = hashlib.sha256
+        hashes = [sha(b"\x00" + data).digest() for data in leaves]
+        at, count = 0, len(hashes)
+        while at < count:
+            if self._size % BLOCK or count - at < BLOCK:
+                self._push(hashes[at])
+                at += 1
+                continue
+            level = hashes[at : at + BLOCK]
+            while len(level) > 1:
+                pairs = zip(level[::2], level[1::2], strict=True)
+                level = [sha(b"\x01" + a + b).digest() for a, b in pairs]
+            self._push(level[0], BLOCK_HEIGHT)
+            at += BLOCK
 
     def frontier(self) -> tuple[bytes, ...]:
         """The roots of the perfect subtrees the leaves so far split into, largest first:
@@ -96,15 +111,16 @@ class TreeBuilder:
             acc = node_hash(left, acc)
         return acc
 
-    def _push(self, digest: bytes) -> None:
+    def _push(self, digest: bytes, height: int = 0) -> None:
         # Like incrementing a binary counter: every trailing 1 bit of the old size is a
-        # perfect subtree of the same height as the carry, so they merge.
-        size = self._size
+        # perfect subtree of the same height as the carry, so they merge. A subtree of
+        # 2**height leaves is pushed where the size is a multiple of it.
+        size = self._size >> height
         while size & 1:
             digest = node_hash(self._stack.pop(), digest)
             size >>= 1
         self._stack.append(digest)
-        self._size += 1
+        self._size += 1 << height
 
 
 def root(leaves: Iterable[bytes]) -> bytes:
