@@ -148,6 +148,28 @@ class TreeWatch:
         if self.builder.size in self.wanted:
             self.roots[self.builder.size] = self.builder.root()
 
+    def extend(
+        self,
+        leaves: list[bytes],
+        stops: set[int] = frozenset(),  # type: ignore[assignment]
+        at: Callable[[int], None] | None = None,
+    ) -> None:
+        """Many leaves at once, stopping at each wanted size (and each of `stops`, where
+        `at(size)` is called) on the way."""
+        builder = self.builder
+        marks = sorted(n for n in self.wanted | stops if n > builder.size)
+        start = 0
+        for mark in (*marks, builder.size + len(leaves)):
+            end = min(len(leaves), start + mark - builder.size)
+            if end <= start and mark != builder.size:
+                break
+            builder.extend(leaves[start:end])
+            start = end
+            if builder.size in self.wanted:
+                self.roots[builder.size] = builder.root()
+            if at is not None and builder.size in stops:
+                at(builder.size)
+
 
 @dataclass
 class CheckpointResult:
@@ -439,8 +461,8 @@ def verify(
     else:
         report = verify_ledger(store, run_id, on_progress=on_progress)
         with store.transaction() as conn:
-            for _, digest in audit_store.event_hashes(conn):
-                watch.add(digest)
+            for page in store.event_hash_pages(conn):
+                watch.extend(_leaves(page))
         complete = True
     audit = AuditReport(ledger=report, origin=origin)
     audit.stored = _held_stored(parsed, origin, watch, complete)
@@ -535,25 +557,26 @@ def _leaves_since(
 ) -> tuple[tuple[bytes, ...], list[bytes]]:
     """Feed every stored event hash into `watch`; the tree's frontier at `size` and the
     leaves after it."""
-    builder = watch.builder
-    frontier: tuple[bytes, ...] = () if size else builder.frontier()
+    frontier: tuple[bytes, ...] = ()
     new: list[bytes] = []
-    stops = sorted({size, *watch.wanted})
+
+    def at(size_now: int) -> None:
+        nonlocal frontier
+        if size_now == size:
+            frontier = watch.builder.frontier()
+
+    at(0)
     for page in store.event_hash_pages(conn):
-        raw = bytes.fromhex("".join(page))
-        leaves = [raw[i : i + 32] for i in range(0, len(raw), 32)]
-        while leaves:
-            stop = next((s for s in stops if s > builder.size), None)
-            take = len(leaves) if stop is None else min(len(leaves), stop - builder.size)
-            part, leaves = leaves[:take], leaves[take:]
-            if builder.size >= size:
-                new.extend(part)
-            builder.extend(part)
-            if builder.size in watch.wanted:
-                watch.roots[builder.size] = builder.root()
-            if builder.size == size:
-                frontier = builder.frontier()
+        leaves = _leaves(page)
+        if watch.builder.size + len(leaves) > size:
+            new.extend(leaves[max(0, size - watch.builder.size) :])
+        watch.extend(leaves, {size}, at)
     return frontier, new
+
+
+def _leaves(page: Sequence[tuple[int, str]]) -> list[bytes]:
+    raw = bytes.fromhex("".join(digest for _, digest in page))
+    return [raw[i : i + 32] for i in range(0, len(raw), 32)]
 
 
 def _stored_note(row: audit_store.StoredCheckpoint) -> notes.Checkpoint | None:

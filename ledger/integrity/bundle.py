@@ -124,7 +124,8 @@ def export_run(
         origin = origin_for(store.ledger_id(conn))
         stored = audit_store.list_checkpoints(conn)
         leaves = []
-        for index, (seq, digest) in enumerate(audit_store.event_hashes(conn), start=1):
+        rows = (row for page in store.event_hash_pages(conn) for row in page)
+        for index, (seq, digest) in enumerate(rows, start=1):
             if seq != index:
                 raise CheckFailed(
                     f"the ledger has no event at seq {index}: the log has a gap; run verify. "

@@ -70,22 +70,6 @@ def list_checkpoints(conn: Connection, *, tree_size: int | None = None) -> list[
     return [StoredCheckpoint(**row) for row in conn.execute(query).mappings()]
 
 
-def event_hashes(conn: Connection, *, batch: int = 5000):
-    """(seq, event_hash) of every event in seq order, keyset-paged."""
-    last = 0
-    while True:
-        page = conn.execute(
-            select(events.c.seq, events.c.event_hash)
-            .where(events.c.seq > last)
-            .order_by(events.c.seq)
-            .limit(batch)
-        ).all()
-        if not page:
-            return
-        yield from page
-        last = page[-1][0]
-
-
 # --- imports ---------------------------------------------------------------------------
 
 

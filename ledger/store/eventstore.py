@@ -331,14 +331,11 @@ class Store(Database):
         return [stream_id for stream_id, _ in rows]
 
     def event_hash_pages(self, conn: Connection, *, batch: int = 50_000):
-        """The event hashes in seq order (hex text), a page at a time: the Merkle tree's
-        leaves, read with the driver's cursor."""
+        """(seq, event hash) of every event in seq order, a page at a time: the Merkle
+        tree's leaves, read with the driver's cursor."""
         last = 0
-        while True:
-            page = fetch(conn, _HASH_PAGE, {"last": last, "n": batch}, ())
-            if not page:
-                return
-            yield [row[1] for row in page]
+        while page := fetch(conn, _HASH_PAGE, {"last": last, "n": batch}, ()):
+            yield page
             last = page[-1][0]
 
     def event_count(self, conn: Connection) -> int:
