@@ -78,8 +78,7 @@ def copy_ledger(
         _refuse_unless_empty(target, dst)
         ledger_id = source.ledger_id(src)
         other_rows = copy_recorded_facts(src, dst, target.shown_url)
-        job = _Copying(source, src, target, dst, source.event_count(src), on_progress)
-        runs, size, root = _copy_checked(job)
+        runs, size, root = _copy_events(source, src, target, dst, on_progress)
         blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         _check_read_back(target, dst, size, blob_count, blob_digest)
     if on_progress is not None:
@@ -95,57 +94,40 @@ def copy_ledger(
     )
 
 
-Copied = tuple[int, int, bytes]  # (runs, events, Merkle root of the events' hashes)
+def _copy_events(
+    source: Store,
+    src: Any,
+    target: Store,
+    dst: Any,
+    on_progress: Callable[[int, int], None] | None,
+) -> tuple[int, int, bytes]:
+    """Check, fold and write every event, a page at a time, each page read back as it is
+    written; (runs, events, Merkle root of the events' hashes)."""
+    total = source.event_count(src) if on_progress else 0
+    writer, tree, check = _Writer(target, dst), merkle.TreeBuilder(), LedgerCheck()
 
+    def save_view(run_id: str, view: projections.RunView, again: bool) -> None:
+        before = target.stored_projection(dst, run_id) if again else None  # rows it holds
+        target.save_view(dst, before, view)
 
-class _Copying:
-    """One copy under way: the source and its read transaction, the target and its write
-    transaction, and what writes the copied events and projection rows into it."""
+    def write(page: list[StoredEvent]) -> None:
+        writer.write(page)
+        _check_page_read_back(target, dst, page)
+        if on_progress is not None:
+            on_progress(writer.seq, total)
 
-    def __init__(
-        self,
-        source: Store,
-        src: Any,
-        target: Store,
-        dst: Any,
-        total: int,
-        on_progress: Callable[[int, int], None] | None,
-    ) -> None:
-        self.source, self.src, self.target, self.dst = source, src, target, dst
-        self.total = total  # events in the source
-        self.on_progress = on_progress
-        self.writer = _Writer(target, dst)
-        self.written = 0
-
-    def write_page(self, page: list[StoredEvent]) -> None:
-        self.writer.write(page)
-        _check_page_read_back(self.target, self.dst, page)
-        self.written += len(page)
-        if self.on_progress is not None:
-            self.on_progress(self.written, self.total)
-
-    def save_view(self, run_id: str, view: projections.RunView, again: bool) -> None:
-        """A run's projection rows into the copy (`again`: over the rows it holds already)."""
-        before = self.target.stored_projection(self.dst, run_id) if again else None
-        self.target.save_view(self.dst, before, view)
-
-
-def _copy_checked(job: _Copying) -> Copied:
-    """Check, fold and write every event."""
-    tree = merkle.TreeBuilder()
-    folds = _Folds(job.source, job.src, job.save_view)
-    check = LedgerCheck()
+    folds = _Folds(source, src, save_view)
     page: list[StoredEvent] = []
-    for e in job.source.iter_events(job.src, batch=BATCH):
+    for e in source.iter_events(src, batch=BATCH):
         event = _checked(check, e)
         page.append(e)
         tree.append(bytes.fromhex(e.event_hash))
         if len(page) == BATCH:
-            job.write_page(page)
+            write(page)
             page = []
         folds.add(e, event)
     if page:
-        job.write_page(page)
+        write(page)
     folds.finish()
     return folds.runs, tree.size, tree.root()
 
