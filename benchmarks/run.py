@@ -228,10 +228,11 @@ def _markdown(
     out += [f"- {name}: {value}" for name, value in facts]
     out += [
         "",
-        "Every figure is measured against a floor in the same run, repeated; medians are "
+        "What a user waits for: a record call, start-up, verify in full and from a "
+        "checkpoint, a history query, a served page. Each figure is repeated; medians are "
         "quoted with [min-max] over the repetitions, and each ratio is formed within one "
         f"repetition. Other work on the machine ({os.cpu_count()} logical cores) moves "
-        "absolute rates between runs; the ratios are the figures to compare. The suite never "
+        "absolute times between runs; the ratios are the figures to compare. The suite never "
         "asserts a time.",
         "",
     ]

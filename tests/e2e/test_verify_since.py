@@ -242,3 +242,31 @@ def test_removed_events_are_refused(cli, tmp_path):
         f"{made['size'] - 2} events, fewer than the {made['size']} the note covers: events "
         "were removed (or the note is from another copy of this ledger)\n"
     )
+
+
+def test_the_mcp_tool_answers_as_the_command_line(cli, tmp_path):
+    import sys
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    note, _ = _ledger(cli, tmp_path)
+    root = Path(__file__).resolve().parents[2]
+
+    async def call():
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "cli", "--db", cli.db_url, "mcp"], cwd=str(root)
+        )
+        async with stdio_client(params) as streams, ClientSession(*streams) as session:
+            await session.initialize()
+            ok = await session.call_tool("verify", {"since": str(note)})
+            bad = await session.call_tool("verify", {"since": "not a note\n"})
+            return ok, bad
+
+    ok, bad = anyio.run(call)
+    assert not ok.is_error
+    assert ok.structured_content == cli("verify", "--since", note, "--json").json()
+    assert bad.is_error and bad.structured_content["error"].startswith(
+        "argument 'since' not a note"
+    )
