@@ -15,6 +15,7 @@ from cli.declare import (
     CLI,
     GROUPS,
     JSON_HELP,
+    SECTIONS,
     Command,
     Env,
     Option,
@@ -57,6 +58,24 @@ def _global(
     ),
 ) -> None:
     ctx.obj = {"db": db_url}
+
+
+class SectionedGroup(typer.core.TyperGroup):
+    """The program's group: its help lists the commands in the sections of SECTIONS."""
+
+    def format_commands(self, ctx, formatter) -> None:
+        shown = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
+        shown = {name: cmd for name, cmd in shown.items() if cmd is not None and not cmd.hidden}
+        width = formatter.width - 6 - max((len(name) for name in shown), default=0)
+        sections = [
+            (title, [n for n in names.split() if n in shown]) for title, names in SECTIONS.items()
+        ]
+        named = {n for _, names in sections for n in names}
+        sections.append(("Other commands", [n for n in shown if n not in named]))
+        for title, names in sections:
+            if names:
+                with formatter.section(title):
+                    formatter.write_dl([(n, shown[n].get_short_help_str(width)) for n in names])
 
 
 class DeclaredCommand(typer.core.TyperCommand):
@@ -137,6 +156,7 @@ def application(only: str | None = None) -> typer.Typer:
         f"{DEFAULT_DB}\n"
         "(relative to the working directory). Options of the whole program, such as --db,\n"
         "go before or after the command: kernel-ledger status --db URL.",
+        cls=SectionedGroup,
         no_args_is_help=True,
         add_completion=True,
         pretty_exceptions_enable=False,

@@ -244,9 +244,22 @@ def _wrong_type(kind: type, value: Any) -> str | None:
 GROUPS = {
     "db": "Schema migrations, moving a ledger, database roles.",
     "skill": "The kernel-ledger skill for coding agents.",
+    "knowledge": "The ledger's history for the workspace's knowledge store.",
 }
 """The groups of commands (`db copy`), with their help; a group's commands are its modules
 (cli/db_*.py)."""
+
+
+SECTIONS = {
+    "A campaign, in order": "template schema plan profile suggest assess decide record noise "
+    "diagnose analyze",
+    "Before a merge": "verify checkpoint check-merge checkout",
+    "Looking back": "status show history compare report serve",
+    "Moving runs": "export import knowledge db",
+    "For agents": "mcp skill",
+}
+"""How `kernel-ledger --help` lists the commands: by the order an agent works in. A command
+not named here is listed last, under "Other commands"."""
 
 
 def module_name(name: str) -> str:

@@ -137,6 +137,17 @@ def agents_md(text: str, order: list[Command]) -> str:
     return _replace(text, _block("the declarations in cli/", lines))
 
 
+def mechanisms_md(text: str) -> str:
+    """docs/mechanisms.md's table of the vocabulary (ledger/core/mechanisms.py)."""
+    from ledger.core.mechanisms import VOCABULARY
+
+    lines = ["| entry | what it changes | platform | phrases (in order) |", "|---|---|---|---|"]
+    for e in VOCABULARY:
+        phrases = ", ".join("`" + p.replace("|", "\\|") + "`" for p in e.phrases) or "—"
+        lines.append(f"| `{e.id}` | {e.title} | {e.platform} | {phrases} |")
+    return _replace(text, _block("ledger/core/mechanisms.py", lines))
+
+
 def _replace(text: str, block: str) -> str:
     if not BLOCK.search(text):
         raise ValueError("no generated block to replace (add its two marker lines)")
@@ -151,10 +162,12 @@ def generated() -> dict[Path, str]:
     order = documented_order(cli_text, commands)
     skill = ROOT / "cli" / "skilldata" / "references" / "commands.md"
     agents = ROOT / "docs" / "agents.md"
+    vocabulary = ROOT / "docs" / "mechanisms.md"
     return {
         cli: cli_text,
         skill: tools_md(skill.read_text(encoding="utf-8"), order),
         agents: agents_md(agents.read_text(encoding="utf-8"), order),
+        vocabulary: mechanisms_md(vocabulary.read_text(encoding="utf-8")),
     }
 
 

@@ -32,23 +32,31 @@ def history(
 
     if like_profile is not None:
         return _like_profile(env, like_profile, kernel_name, limit or 10)
+    from ledger.core.mechanisms import BY_ID
+
+    # a vocabulary entry's id selects the rounds classified as it, whatever their free text
+    entry = mechanism if mechanism in BY_ID else None
     f = RoundFilter(
         run_id=run,
         bottleneck=bottleneck,
         op_name=op,
         soc=soc,
         decision=decision,
-        mechanism=mechanism,
+        mechanism=None if entry else mechanism,
         search=search,
         since=_date(since, "--since"),
         until=_date(until, "--until"),
-        limit=limit,
+        limit=None if entry else limit,
     )
     service = env.service()
     if run is not None:
         service.view(run)  # an unknown run is an error, not an empty list
     with service.store.transaction() as conn:
         rows = query_rounds(conn, f)
+        if entry is not None:
+            from ledger.core.suggest import entry_of
+
+            rows = [r for r in rows if entry_of(r) == entry][:limit]
         runs = {r.run_id: r for r in list_runs(conn)} if rows else {}
     # the text says why, from the stored decisions; JSON gives each round's `reason`
     why = (
@@ -208,7 +216,11 @@ COMMAND = Command(
             metavar="CLASS",
             choices=tuple(b.value for b in Bottleneck),
         ),
-        "mechanism": Option("Only rounds that changed this mechanism.", metavar="NAME"),
+        "mechanism": Option(
+            "Only rounds that changed this mechanism: an entry of the mechanism vocabulary "
+            "(docs/mechanisms.md; every round it classifies so), else the mechanism's exact name.",
+            metavar="NAME",
+        ),
         "like_profile": Option(
             "A profile file or folder: the past rounds whose starting profile had the same "
             "bottleneck and nearby signals.",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from cli.declare import REQUIRED, Command, Env, Option, Outcome, run_option
 from cli.output import plural, say
+from ledger.core.aa import DRIFT_PAIRS_RULE
 
 
 def noise(env: Env, run: str, measurements: str) -> Outcome:
@@ -18,15 +19,18 @@ def say_noise(out: Outcome, args) -> None:
     state = (
         f"drift sigma {result['drift_sigma']:.4g} from {plural(result['drift_pairs'], 'pair')}"
         if result["drift_estimated"]
-        else f"drift unestimated ({result['drift_pairs']} usable pairs; 5 needed)"
+        else (
+            f"drift unestimated ({plural(result['drift_pairs'], 'usable pair')}; "
+            f"{DRIFT_PAIRS_RULE})"
+        )
     )
     say(f"recorded A/A remeasure of {result['kernel_sha256'][:12]}: {state}")
 
 
 COMMAND = Command(
     "noise",
-    """Record an A/A remeasure of the current best kernel; session drift is estimated from
-    pairs of measurements of the same kernel once five pairs exist.
+    f"""Record an A/A remeasure of the current best kernel; session drift is estimated from
+    the run's pairs of measurements of the same kernel: {DRIFT_PAIRS_RULE}.
 
     Example:
 

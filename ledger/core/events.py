@@ -159,7 +159,7 @@ class RunPlanned(Event):
         return data
 
 
-class ValidationLinked(Event):
+class ValidationLinked(Event, _OmitsUnset):
     """A correctness manifest (and its case matrix) vouched for a kernel."""
 
     event_type: ClassVar[str] = "ValidationLinked"
@@ -171,6 +171,22 @@ class ValidationLinked(Event):
     status: str
     case_matrix: FileRef | None
     case_ids: list[str]
+    # the planned cases the case matrix reports as not passed, present only when the
+    # manifest's own status says passed: the correctness gate fails them all the same, and
+    # validations recorded before the field existed serialize exactly as they did
+    cases_not_passed: list[str] | None = None
+    OMITTED: ClassVar[tuple[str, ...]] = ("cases_not_passed",)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the correctness gate passed: the manifest says passed and its case matrix
+        reports no planned case otherwise."""
+        return self.status == "passed" and not self.cases_not_passed
+
+    @property
+    def gate_status(self) -> str:
+        """The gate's status: the manifest's own, or `failed` where a case did not pass."""
+        return "failed" if self.status == "passed" and self.cases_not_passed else self.status
 
 
 class MeasurementsRecorded(Event):
@@ -207,16 +223,35 @@ class BestKernel(BaseModel):
     medians_us: list[float]
 
 
-class MechanismCheck(BaseModel):
-    """Did the profiler signal the round named move the way it said, by enough?"""
+class CaseCheck(BaseModel):
+    """The mechanism check on one case: the best kernel's and the candidate's profile of
+    that same case."""
 
     model_config = _CONFIG
+    case_id: str
+    best_value: float | None
+    candidate_value: float | None
+    confirmed: bool | None
+
+
+class MechanismCheck(_OmitsUnset):
+    """Did the profiler signal the round named move the way it said, by enough?
+
+    Where either kernel has profiles of named cases, the check is made case by case, each
+    case against the same case (`cases`); `case_id` names the case whose values are the
+    top-level ones. Both are present only then, so a check made before cases were profiled
+    serializes exactly as it did."""
+
+    model_config = _CONFIG
+    OMITTED: ClassVar[tuple[str, ...]] = ("case_id", "cases")
     metric: str
     direction: Literal["increase", "decrease"]
     min_change: float
     best_value: float | None
     candidate_value: float | None
     confirmed: bool | None
+    case_id: str | None = None
+    cases: list[CaseCheck] | None = None
 
 
 class StartProfile(BaseModel):
@@ -228,6 +263,17 @@ class StartProfile(BaseModel):
     signals: dict[str, float]
 
 
+class MechanismEntry(BaseModel):
+    """The vocabulary entry a round's mechanism maps to (ledger/core/mechanisms.py): the
+    entry's id (`other` when no phrase matched), the vocabulary's version, and which text
+    named it ("mechanism" or "change"; None for `other`)."""
+
+    model_config = _CONFIG
+    entry: str
+    vocabulary: int
+    source: str | None
+
+
 class _UnderContract(Event):
     """An event the contract decided: `contract` is the version of the rules it was
     decided under (`decide.CONTRACTS`). Version 1 is left out of the payload, so every
@@ -236,6 +282,7 @@ class _UnderContract(Event):
     later version is written. A version this kernel-ledger does not know is refused."""
 
     contract: int = 1
+    OMITTED: ClassVar[tuple[str, ...]] = ()
 
     @field_validator("contract")
     @classmethod
@@ -247,6 +294,9 @@ class _UnderContract(Event):
         data = handler(self)
         if data.get("contract") == 1:
             del data["contract"]
+        for key in self.OMITTED:
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 
@@ -278,6 +328,10 @@ class RoundDecided(_UnderContract):
     start_profile: StartProfile | None = None
     retried_rounds: list[int] = []
     flags: list[str] = []
+    # the vocabulary entry of `mechanism`/`change`; left out while None, so decisions
+    # recorded before the vocabulary (and those of a legacy import) keep their bytes
+    mechanism_entry: MechanismEntry | None = None
+    OMITTED: ClassVar[tuple[str, ...]] = ("mechanism_entry",)
 
 
 class NoiseMeasured(Event):
@@ -325,10 +379,15 @@ class RunReopened(Event):
 
 
 class ProfileRecorded(Event):
-    """Profiler output for one kernel of the run, normalized to signals and attributed."""
+    """Profiler output for one kernel of the run, normalized to signals and attributed.
+
+    `subject` "candidate" is a profile of a candidate before its round was recorded (its
+    round joins it by the kernel's sha256). `case_id` is the planned case the profile ran,
+    present only when named, so every profile recorded before the field existed serializes
+    exactly as it did."""
 
     event_type: ClassVar[str] = "ProfileRecorded"
-    subject: Literal["baseline", "round", "kernel"]
+    subject: Literal["baseline", "round", "kernel", "candidate"]
     round: int | None
     kernel_sha256: str
     origin: Literal["file", "round-result"]
@@ -339,6 +398,14 @@ class ProfileRecorded(Event):
     files: list[FileRef] = []
     aggregation: str = ""
     attribution: dict[str, Any] | None = None
+    case_id: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_case(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("case_id") is None:
+            data.pop("case_id", None)
+        return data
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

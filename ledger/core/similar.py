@@ -21,11 +21,16 @@ class Similar:
 _FRACTION_SUFFIXES = ("_ratio", "_rate", "_throughput", "_active", "_occupancy", "_frac")
 
 
+def is_fraction(key: str) -> bool:
+    """A signal that is a fraction (a ratio, a share of peak), by its name."""
+    return key.endswith(_FRACTION_SUFFIXES) or key.startswith("achieved_occupancy")
+
+
 def _difference(key: str, x: float, y: float) -> float:
     """Fractions (ratios, shares of peak) differ by their difference; magnitudes
     (durations, sizes, bytes, counts) by the decades between them, so a 2x slower kernel
     is as far as a 2x faster one and no single large signal drowns the others."""
-    if key.endswith(_FRACTION_SUFFIXES) or key.startswith("achieved_occupancy"):
+    if is_fraction(key):
         return x - y
     if x == y:
         return 0.0

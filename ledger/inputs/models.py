@@ -19,7 +19,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from ledger.errors import CoverageError, InputError
 from ledger.inputs.jsonio import RUN_ID_RE, JsonFile, display, read_json, time_problem
@@ -258,6 +265,29 @@ class MeasurementIn(_Open):
         return self
 
 
+class SessionIn(_Open):
+    """Where and when a set of measurements was taken (the harness writes it)."""
+
+    id: Name = Field(description="The session's id: the same id means the same session.")
+    device: Text | None = Field(
+        default=None, description="The device measured on, e.g. the GPU's uuid (text)."
+    )
+    host: Text | None = Field(default=None, description="The host's name (text).")
+    started_at: Text | None = Field(
+        default=None, description="When the session started (RFC 3339 UTC text)."
+    )
+
+
+def different_sessions(first: SessionIn | None, second: SessionIn | None) -> bool:
+    """Whether two measurement sets are known to come from different sessions: both name
+    a session, and the ids (or, where both name one, the devices) differ."""
+    if first is None or second is None:
+        return False
+    if first.id != second.id:
+        return True
+    return first.device is not None and second.device is not None and first.device != second.device
+
+
 def check_measurements(
     rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
 ) -> dict[str, MeasurementIn]:
@@ -334,6 +364,17 @@ class ExpectedSignal(_Closed):
     min_change: NonNegative = 0.0
 
 
+class ProfileRef(_Closed):
+    """A profile of the round's candidate: the profiler's file or folder (relative to the
+    round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
+    holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
+
+    file: Text
+    kernel: Text | None = None
+    case: Name | None = None
+    shape: Text | None = None
+
+
 class RoundResult(_Open):
     schema_version: SchemaOne
     round: Count
@@ -344,6 +385,7 @@ class RoundResult(_Open):
     verification: VerificationIn
     measurements: list[dict[str, Any]] | None = None
     profiler_signals: dict[str, Number] | None = None
+    profile: ProfileRef | list[ProfileRef] | None = None
     mechanism: Name | None = None
     expected_signal: ExpectedSignal | None = None
 
@@ -500,10 +542,12 @@ class ValidationEvidence(BaseModel):
     case_ids: list[str]
     manifest_written: str | None = None  # the paths as the files wrote them
     case_matrix_written: str | None = None
+    cases_not_passed: list[str] = []  # planned cases the case matrix reports as not passed
 
     @property
     def passed(self) -> bool:
-        return self.manifest.status == "passed"
+        """The correctness gate: the manifest passed and so did every planned case."""
+        return self.manifest.status == "passed" and not self.cases_not_passed
 
 
 def check_validation(
@@ -572,6 +616,7 @@ def check_validation(
         detail = f"missing {missing}" if missing else f"unplanned {extra}"
         raise uncovered(f"case matrix {matrix_shown} does not cover the planned cases: {detail}")
     return ValidationEvidence(
+        cases_not_passed=[str(c["id"]) for c in matrix.cases if not case_passed(c)],
         manifest_path=manifest_path,
         manifest_sha256=doc.sha256,
         manifest_size=doc.size,
@@ -642,6 +687,12 @@ def manifest_run_id(run_id: str) -> str:
     return cleaned[:128]
 
 
+def case_passed(case: dict[str, Any]) -> bool:
+    """Whether a case matrix's row reports its case passed: no `passed: false` and a
+    `status` of "passed" where it has one. The one rule of the correctness gate per case."""
+    return case.get("passed") is not False and case.get("status", "passed") == "passed"
+
+
 def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
     """The case ids a failed validation's case matrix marks as not passed, read from the
     file the event names when it still holds the bytes that were hashed; None otherwise."""
@@ -666,7 +717,7 @@ def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
     for case in cases:
         if not isinstance(case, dict) or "id" not in case:
             continue
-        if case.get("passed") is False or case.get("status", "passed") != "passed":
+        if not case_passed(case):
             failed.append(str(case["id"]) + _worst_error(case))
     return failed
 

@@ -220,7 +220,7 @@ def _replay(e: StoredEvent, state: _Stream, event: Event) -> None:
     elif isinstance(event, ValidationLinked):
         state.validation = event
     elif isinstance(event, MeasurementsRecorded) and event.role == "candidate":
-        if state.validation is None or state.validation.status != "passed":
+        if state.validation is None or not state.validation.passed:
             raise _fail(e, "replay", "a candidate was measured without a passed validation")
         state.measured = event
     elif isinstance(event, RoundDecided):
@@ -247,7 +247,7 @@ def _replay_decision(e: StoredEvent, state: _Stream, event: RoundDecided) -> Non
     view, submitted = state.view, state.submitted
     if view is None or submitted is None or submitted.round != event.round:
         raise _fail(e, "replay", f"RoundDecided for round {event.round} without its submission")
-    passed = state.validation is not None and state.validation.status == "passed"
+    passed = state.validation is not None and state.validation.passed
     if passed and state.measured is None:
         raise _fail(e, "replay", "a validated candidate was decided without measurements")
     measured = state.measured.measurements if state.measured and passed else None

@@ -322,7 +322,7 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
     failed = {
         e.round: failed_validation_cases(e)
         for e in events
-        if isinstance(e, ValidationLinked) and e.status != "passed"
+        if isinstance(e, ValidationLinked) and not e.passed
     }
     return _collect(view, events, verification, unreadable, failed)
 

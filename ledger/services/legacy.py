@@ -678,6 +678,7 @@ def _round(
         ),
         validation=validation,
         measurements=measured,
+        vocabulary=False,  # a folder's rounds import as they always did, byte for byte
     )
     _compare_round(replay, label, value, outcome.decided)
     for event in outcome.events:

@@ -11,6 +11,7 @@ from typing import Any
 from ledger.core import decide
 from ledger.core.events import RoundDecided, RunPlanned, ValidationLinked
 from ledger.core.evidence import RunEvidence
+from ledger.core.projections import RunView
 from ledger.errors import InputError
 from ledger.inputs.models import failed_validation_cases
 from ledger.services.session import Session
@@ -51,9 +52,11 @@ class Queries(Session):
                 {k: v for k, v in detail["decision"].items() if k != "seq"}
             )
             failed = None
-            if "validation" in detail and detail["validation"]["status"] != "passed":
-                linked = {k: v for k, v in detail["validation"].items() if k != "seq"}
-                failed = failed_validation_cases(ValidationLinked.model_validate(linked))
+            if "validation" in detail:
+                linked = ValidationLinked.model_validate(
+                    {k: v for k, v in detail["validation"].items() if k != "seq"}
+                )
+                failed = None if linked.passed else failed_validation_cases(linked)
             why = explain(decided, failed_cases=failed)
             detail["explanation"] = {
                 "rule": why.rule,
@@ -76,7 +79,7 @@ class Queries(Session):
         decided: list[RoundDecided] = []
         for record in stored:
             event = record.event()
-            if isinstance(event, ValidationLinked) and event.status != "passed":
+            if isinstance(event, ValidationLinked) and not event.passed:
                 failed[event.round] = failed_validation_cases(event)
             elif isinstance(event, RoundDecided):
                 decided.append(event)
@@ -88,7 +91,17 @@ class Queries(Session):
         projection."""
         from ledger.core.explain import explain
 
-        out: dict[tuple[str, int], Any] = {}
+        return {
+            key: explain(decided, failed_cases=failed)
+            for key, (decided, failed) in self._decided(keys).items()
+        }
+
+    def _decided(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[RoundDecided, list[str] | None]]:
+        """Each (run, round)'s RoundDecided, and for a FAIL the cases its validation's case
+        matrix marks as failed (None when the matrix is gone), read through the type index."""
+        out: dict[tuple[str, int], tuple[RoundDecided, list[str] | None]] = {}
         with self.store.transaction() as conn:
             for run_id, number in keys:
                 version = readmodel.nth_version(conn, run_id, "RoundDecided", number)
@@ -107,8 +120,68 @@ class Queries(Session):
                     event = linked.event() if linked else None
                     if isinstance(event, ValidationLinked) and event.round == number:
                         failed = failed_validation_cases(event)
-                out[(run_id, number)] = explain(decided, failed_cases=failed)
+                out[(run_id, number)] = (decided, failed)
         return out
+
+    def all_views(self) -> list[RunView]:
+        """Every run's whole stored projection (rows, cases, rounds, profiles), by plan time."""
+        from ledger.store.history import list_runs
+
+        with self.store.transaction() as conn:
+            views = [self.store.stored_projection(conn, r.run_id) for r in list_runs(conn)]
+        return [v for v in views if v is not None]
+
+    def suggest(self, run_id: str, *, limit: int = 5) -> Any:
+        """What to try next on the run: `suggest.suggest` over every other run of the
+        ledger, the failure signatures' rounds with their reasons and failing cases."""
+        from ledger.core import suggest
+
+        target = suggest.target_of(self.full_view(run_id))
+        found = suggest.suggest(target, self.all_views(), limit=limit)
+        keys = [(b.run_id, b.round) for s in found.signatures for b in s.rounds]
+        return suggest.with_failure_details(found, self.failure_details(keys))
+
+    def failure_details(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[str, tuple[str, ...]]]:
+        """(run, round) -> the decision's sentence and its failing cases: those its
+        validation failed on (a FAIL), else the case that regressed most."""
+        from ledger.core.explain import explain
+
+        details = {}
+        for key, (decided, failed) in self._decided(keys).items():
+            why = explain(decided, failed_cases=failed)
+            cases = tuple(failed or ()) if decided.decision == "FAIL" else ()
+            if not cases and why.worst_case:
+                cases = (why.worst_case,)
+            details[key] = (why.sentence, cases)
+        return details
+
+    def knowledge(self, *, leave_out: Sequence[str] = ()) -> tuple[list[dict], dict[str, dict]]:
+        """The ledger's runs (but `leave_out`) as knowledge candidates and the formal
+        documents their promotion gives (`knowledge.candidates`, `knowledge.promoted`): each
+        decided round's RoundDecided hash as evidence, each run verified by the replay
+        verifier first."""
+        from ledger.core import knowledge
+        from ledger.integrity.verify import verify_ledger
+
+        views = [v for v in self.all_views() if v.run.run_id not in leave_out]
+        hashes: dict[tuple[str, int], str] = {}
+        with self.store.transaction() as conn:
+            for view in views:
+                for stored in self.store.read_stream(
+                    conn, view.run.run_id, types=("RoundDecided",)
+                ):
+                    hashes[(view.run.run_id, stored.event().round)] = stored.event_hash  # type: ignore[attr-defined]
+        verified = {v.run.run_id: verify_ledger(self.store, v.run.run_id).ok for v in views}
+        failed = [
+            (r.run_id, r.round)
+            for v in views
+            for r in v.rounds
+            if r.decision in ("FAIL", "DISCARD")
+        ]
+        found = knowledge.candidates(views, hashes, verified, self.failure_details(failed))
+        return found, knowledge.promoted(found)
 
     def compare(self, run_id: str, first: int, second: int) -> dict[str, Any]:
         """Per-case medians of two rounds (0 is the baseline) and their relative deltas."""

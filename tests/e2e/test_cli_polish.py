@@ -75,6 +75,31 @@ def test_every_help_reads_cleanly():
     assert "  PATH  Profile file or folder." in cli("profile", "--help", db=False).stdout
 
 
+def test_the_programs_help_lists_every_command_once_in_the_order_of_a_campaign():
+    import typer.main
+
+    from cli.app import app
+
+    text = CliRunner("sqlite:///unused")("--help", db=False).stdout
+    headings = [line for line in text.splitlines() if line.endswith(":") and line[0] != " "]
+    assert headings == [
+        "Options:",
+        "A campaign, in order:",
+        "Before a merge:",
+        "Looking back:",
+        "Moving runs:",
+        "For agents:",
+    ]
+    after_options = text.split("A campaign, in order:")[1]
+    lines = after_options.splitlines()
+    listed = [line.split()[0] for line in lines if line.startswith("  ") and line[2] != " "]
+    assert sorted(listed) == sorted(typer.main.get_command(app).commands)
+    campaign = [
+        name for name in listed if name in ("plan", "profile", "record", "noise", "analyze")
+    ]
+    assert campaign == ["plan", "profile", "record", "noise", "analyze"]
+
+
 def test_no_doubled_word_in_any_message_template_or_document():
     """'at at' and its kind: every message, template and document the user reads."""
     import re

@@ -4,11 +4,11 @@ find is reported where it always was, after every event has passed."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 
-from ledger.core.events import RoundSubmitted
+from ledger.core.controller import attribution_settings, profile_event
+from ledger.core.events import RoundSubmitted, RunPlanned
 from ledger.integrity.verify import verify_chain, verify_ledger
 from ledger.services.analysis import analyze
 from ledger.services.service import LedgerService
@@ -31,9 +31,21 @@ def _build(store: Store, root: Path) -> LedgerService:
         a.accepted(result.decision, result.round)
     service.plan(b.config())
     analyze(service, A, root / "analysis-a")
-    profile = root / "profile.json"
-    profile.write_text(json.dumps({"aiv_vec_ratio": 0.54, "aiv_scalar_ratio": 0.12}))
-    service.profile(A, profile, baseline=True)  # a profile may follow the conclusion
+    # `profile` refuses a concluded run now; ledgers written before hold profiles after a
+    # conclusion, and those verify: append one as such a ledger holds it
+    view, stream = service.state(A)
+    plan = stream[0].event()
+    assert isinstance(plan, RunPlanned)
+    late = profile_event(
+        attribution_settings(plan),
+        subject="baseline",
+        round_no=0,
+        kernel_sha256=plan.kernel.sha256,
+        origin="file",
+        fmt="signals-json",
+        signals={"aiv_vec_ratio": 0.54, "aiv_scalar_ratio": 0.12},
+    )
+    service.append(A, view, [late], [])
     result = service.record(B, b.round([17.0, 38.0, 24.0]))
     b.accepted(result.decision, result.round)
     return service
