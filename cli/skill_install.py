@@ -8,7 +8,13 @@ from cli.declare import Command, Env, Option, Outcome
 from cli.output import say
 
 SKILL_DIR = (".agents", "skills", "kernel-ledger")
-FILES = ("SKILL.md", "references/commands.md", "references/decisions.md", "mcp.json")
+FILES = (
+    "SKILL.md",
+    "references/commands.md",
+    "references/decisions.md",
+    "references/inputs.md",
+    "mcp.json",
+)
 
 
 def shipped(name: str) -> bytes:
