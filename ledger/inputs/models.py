@@ -520,18 +520,34 @@ class ExpectedSignal(_Closed):
 
 
 class ProfileRef(_Closed):
-    """A profile of the round's candidate: the profiler's file or folder (relative to the
-    round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
-    holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
+    """A profile of the round's candidate, ingested with the round: the profiler's file or
+    folder, the kernel's rows in it (where it holds several) and the case it ran (or its
+    launch shape). `file` and `case` are taken for `path` and `case_id`."""
 
-    file: Text = described(
-        meaning="The profiler's output (ncu CSV, msprof op folder or op_summary), relative to "
-        "the round result's folder unless absolute.",
-        example="profiles/candidate.ncu.csv",
+    path: Text = described(
+        meaning="The profiler's output (ncu CSV, msprof op folder or op_summary); a relative "
+        "path resolves against the working directory, as candidate.path does, else beside "
+        "the round result.",
+        example="profiles/candidate.fp16-1024x1024.ncu.csv",
     )
     kernel: Text | None = described(None, "The kernel's name in the file, where it holds several.")
-    case: Name | None = described(None, "The planned case the profile ran.")
+    case_id: Name | None = described(None, "The planned case the profile ran.")
     shape: Text | None = described(None, "The launch shape it ran, where no case is named.")
+    format: Text | None = described(
+        None,
+        "The profiler's format, for a reader (ncu-csv, msprof); the file's own header "
+        "decides how it is read.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_names(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            renamed = {"file": "path", "case": "case_id"}
+            if any(old in value and new not in value for old, new in renamed.items()):
+                value = {renamed.get(k, k) if renamed.get(k) not in value else k: v
+                         for k, v in value.items()}  # fmt: skip
+        return value
 
 
 class RoundResult(_Open):

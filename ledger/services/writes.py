@@ -242,9 +242,9 @@ class Writes(Session):
     def _round_profiles(
         result: Any, folder: Path, plan: RunPlanned, view: RunView, candidate_sha256: str
     ) -> tuple[list[ProfileRecorded], list[bytes]]:
-        """The profiles a round result names (`profile`: one entry or a list, each file
-        relative to the round result's folder unless absolute), read and attributed as
-        `profile` reads them, with the raw files' bytes."""
+        """The profiles a round result names (`profile`: one entry or a list; a relative
+        path against the working directory, else beside the round result), read and
+        attributed as `profile` reads them, with the raw files' bytes."""
         entries = result.profile
         if entries is None:
             return [], []
@@ -252,17 +252,19 @@ class Writes(Session):
         events, blobs = [], []
         for index, entry in enumerate(listed):
             where = "profile" if not isinstance(entries, list) else f"profile[{index}]"
-            _known_case(entry.case, view, f"{where}.case")
-            path = Path(entry.file)
+            _known_case(entry.case_id, view, f"{where}.case_id")
+            path = Path(entry.path)
+            if not path.is_absolute() and not path.exists() and (folder / path).exists():
+                path = folder / path
             event, data = profile_from_file(
                 plan,
-                path if path.is_absolute() else folder / path,
+                path,
                 subject="round",
                 round_no=result.round,
                 kernel_sha256=candidate_sha256,
                 kernel_name=entry.kernel,
                 shape=entry.shape,
-                case_id=entry.case,
+                case_id=entry.case_id,
             )
             events.append(event)
             blobs += data

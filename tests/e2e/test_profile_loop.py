@@ -161,7 +161,7 @@ def test_a_round_profile_of_an_unplanned_case_is_refused(cli, campaign):
     refused = cli("record", "--run", campaign.run_id, "--result", path, "--json")
     assert refused.exit_code == 2
     assert refused.json()["error"] == (
-        f"profile.case 'nope' is not a planned case of run '{campaign.run_id}' "
+        f"profile.case_id 'nope' is not a planned case of run '{campaign.run_id}' "
         "(fp16-128x257, fp32-64x1024, bf16-8x8193)"
     )
     status = cli("status", "--run", campaign.run_id, "--json").json()
