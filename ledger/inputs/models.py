@@ -278,16 +278,6 @@ class SessionIn(_Open):
     )
 
 
-def different_sessions(first: SessionIn | None, second: SessionIn | None) -> bool:
-    """Whether two measurement sets are known to come from different sessions: both name
-    a session, and the ids (or, where both name one, the devices) differ."""
-    if first is None or second is None:
-        return False
-    if first.id != second.id:
-        return True
-    return first.device is not None and second.device is not None and first.device != second.device
-
-
 def check_measurements(
     rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
 ) -> dict[str, MeasurementIn]:
@@ -334,6 +324,11 @@ class RunConfig(_Open):
     max_consecutive_failures: Count
     statistics: dict[str, Any] | None = None
     measurement_policy: dict[str, Any] | None = None
+    session: SessionIn | None = Field(
+        default=None,
+        description="Where and when the baseline was measured (an object: id, device, host, "
+        "started_at).",
+    )
 
     @model_validator(mode="after")
     def _cases(self) -> RunConfig:
@@ -364,6 +359,17 @@ class ExpectedSignal(_Closed):
     min_change: NonNegative = 0.0
 
 
+class ReferenceIn(_Open):
+    """The parent kernel measured in the candidate's session (the harness's `reference`)."""
+
+    kernel_sha256: Sha256 | None = Field(
+        default=None, description="The reference kernel's sha256: the round's parent (hex)."
+    )
+    measurements: list[dict[str, Any]] = Field(
+        description="One measurement per planned case, as `measurements` (µs)."
+    )
+
+
 class RoundResult(_Open):
     schema_version: SchemaOne
     round: Count
@@ -373,6 +379,17 @@ class RoundResult(_Open):
     change: Text
     verification: VerificationIn
     measurements: list[dict[str, Any]] | None = None
+    session: SessionIn | None = Field(
+        default=None,
+        description="Where and when `measurements` were taken (an object: id, device, host, "
+        "started_at); with no reference, a best kernel measured in another session makes a "
+        "KEEP clear the drift.",
+    )
+    reference: ReferenceIn | None = Field(
+        default=None,
+        description="The parent (best) kernel measured interleaved with the candidate in its "
+        "session: {kernel_sha256?, measurements}; I and R are then computed against it.",
+    )
     profiler_signals: dict[str, Number] | None = None
     mechanism: Name | None = None
     expected_signal: ExpectedSignal | None = None

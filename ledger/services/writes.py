@@ -56,6 +56,7 @@ from ledger.inputs.models import (
 )
 from ledger.integrity.hashing import sha256_hex
 from ledger.services.building import (
+    checked_reference,
     checked_round,
     measured_cases,
     plan_events,
@@ -199,6 +200,11 @@ class Writes(Session):
         validation, measured = checked_round(
             result, result_path, candidate, view, "measurements", base=base
         )
+        reference = (
+            checked_reference(result, result_path, view, base=base)
+            if measured is not None
+            else None
+        )
         outcome = round_events(
             view=view,
             evidence=evidence,
@@ -208,6 +214,8 @@ class Writes(Session):
             ),
             validation=validation,
             measurements=measured,
+            reference=reference,
+            session=None if result.session is None else result.session.model_dump(mode="json"),
         )
         items += outcome.events
         if check is not None:
