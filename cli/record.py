@@ -24,6 +24,7 @@ def record(env: Env, run: str, result: str) -> Outcome:
             "remaining_rounds": r.remaining_rounds,
             "best_kernel_sha256": r.best_kernel_sha256,
             **({"flags": list(r.flags)} if r.flags else {}),
+            **({"failed_cases": list(r.failed_cases)} if r.failed_cases else {}),
             **not_found_keys(r),
             "already_recorded": r.already_recorded,
         },
@@ -41,6 +42,8 @@ def say_record(out: Outcome, args) -> None:
         f"target {'met' if r.target_met else 'not met'}  "
         f"{plural(r.remaining_rounds, 'round')} left"
     )
+    if r.failed_cases:
+        say(f"  correctness gate failed on: {', '.join(r.failed_cases)}")
     if r.needs_diagnosis:
         say(diagnose_hint(r.run_id))
     say_not_found(f"round {r.round}", r)
@@ -70,7 +73,8 @@ COMMAND = Command(
     },
     returns='`status` "recorded", `run_id`, `round`, `decision`, `relative_improvement`, '
     "`worst_case_regression`, `cumulative_improvement`, `target_met`, `needs_diagnosis`, "
-    "`remaining_rounds`, `best_kernel_sha256`, `already_recorded` (and `flags` when any)",
+    "`remaining_rounds`, `best_kernel_sha256`, `already_recorded` (and `flags` when any, "
+    "`failed_cases` when its correctness gate failed)",
     tool=True,
     one_shot=True,
 )

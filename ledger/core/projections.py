@@ -346,7 +346,7 @@ def _planned_again(work: _Working, version: int, at: str, event: Any) -> None:
 
 
 def _validation(work: _Working, version: int, at: str, event: ValidationLinked) -> None:
-    work.validation_status = event.status
+    work.validation_status = event.gate_status
 
 
 def _measured(work: _Working, version: int, at: str, event: MeasurementsRecorded) -> None:

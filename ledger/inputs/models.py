@@ -370,6 +370,17 @@ class ReferenceIn(_Open):
     )
 
 
+class ProfileRef(_Closed):
+    """A profile of the round's candidate: the profiler's file or folder (relative to the
+    round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
+    holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
+
+    file: Text
+    kernel: Text | None = None
+    case: Name | None = None
+    shape: Text | None = None
+
+
 class RoundResult(_Open):
     schema_version: SchemaOne
     round: Count
@@ -391,6 +402,7 @@ class RoundResult(_Open):
         "session: {kernel_sha256?, measurements}; I and R are then computed against it.",
     )
     profiler_signals: dict[str, Number] | None = None
+    profile: ProfileRef | list[ProfileRef] | None = None
     mechanism: Name | None = None
     expected_signal: ExpectedSignal | None = None
 
@@ -547,10 +559,12 @@ class ValidationEvidence(BaseModel):
     case_ids: list[str]
     manifest_written: str | None = None  # the paths as the files wrote them
     case_matrix_written: str | None = None
+    cases_not_passed: list[str] = []  # planned cases the case matrix reports as not passed
 
     @property
     def passed(self) -> bool:
-        return self.manifest.status == "passed"
+        """The correctness gate: the manifest passed and so did every planned case."""
+        return self.manifest.status == "passed" and not self.cases_not_passed
 
 
 def check_validation(
@@ -619,6 +633,7 @@ def check_validation(
         detail = f"missing {missing}" if missing else f"unplanned {extra}"
         raise uncovered(f"case matrix {matrix_shown} does not cover the planned cases: {detail}")
     return ValidationEvidence(
+        cases_not_passed=[str(c["id"]) for c in matrix.cases if not case_passed(c)],
         manifest_path=manifest_path,
         manifest_sha256=doc.sha256,
         manifest_size=doc.size,
@@ -689,6 +704,12 @@ def manifest_run_id(run_id: str) -> str:
     return cleaned[:128]
 
 
+def case_passed(case: dict[str, Any]) -> bool:
+    """Whether a case matrix's row reports its case passed: no `passed: false` and a
+    `status` of "passed" where it has one. The one rule of the correctness gate per case."""
+    return case.get("passed") is not False and case.get("status", "passed") == "passed"
+
+
 def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
     """The case ids a failed validation's case matrix marks as not passed, read from the
     file the event names when it still holds the bytes that were hashed; None otherwise."""
@@ -713,7 +734,7 @@ def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
     for case in cases:
         if not isinstance(case, dict) or "id" not in case:
             continue
-        if case.get("passed") is False or case.get("status", "passed") != "passed":
+        if not case_passed(case):
             failed.append(str(case["id"]) + _worst_error(case))
     return failed
 

@@ -322,7 +322,7 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
     failed = {
         e.round: failed_validation_cases(e)
         for e in events
-        if isinstance(e, ValidationLinked) and e.status != "passed"
+        if isinstance(e, ValidationLinked) and not e.passed
     }
     return _collect(view, events, verification, unreadable, failed)
 
@@ -451,8 +451,12 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
         label = "original"
     elif event.subject == "round":
         label = f"round {event.round}"
+    elif event.subject == "candidate":
+        label = f"candidate {event.kernel_sha256[:10]}"
     else:
         label = f"kernel {event.kernel_sha256[:10]}"
+    if event.case_id is not None:  # a case profiled on its own is shown as that case's
+        label += f", case {event.case_id}"
     evidence = attribution.get("evidence") or ()
     evidence = [*evidence, *_profile_notes(attribution)] if isinstance(evidence, list) else ()
     return ProfileEntry(

@@ -172,6 +172,7 @@ def validation_event(round_no: int, kernel_sha256: str, ev: ValidationEvidence) 
             ev.case_matrix_path, ev.case_matrix_sha256, ev.case_matrix_size, ev.case_matrix_written
         ),
         case_ids=ev.case_ids,
+        cases_not_passed=(ev.cases_not_passed or None if ev.manifest.status == "passed" else None),
     )
 
 
@@ -298,10 +299,16 @@ def plan_events(
         planned_case_ids=planned,
         written=config.validation_manifest,
     )
-    if not evidence.passed:
+    if evidence.manifest.status != "passed":
         raise InputError(
             f"validation manifest {display(evidence.manifest_path)} has status "
             f"{evidence.manifest.status!r}; the starting kernel must have passed"
+        )
+    if evidence.cases_not_passed:
+        raise InputError(
+            f"case matrix {display(evidence.case_matrix_path)} reports planned cases not "
+            f"passed: {', '.join(evidence.cases_not_passed)} (whatever the manifest's status "
+            "says); the starting kernel must pass every planned case"
         )
     planned_event = RunPlanned(
         run_id=config.run_id,

@@ -26,6 +26,7 @@ CALLS = {
     "diagnose": {"bottleneck": "unknown", "evidence": "e"},
     "status": {},
     "history": {"limit": 3},
+    "suggest": {"limit": 3},
     "show": {"round": 1},
     "compare": {"rounds": [0, 1]},
     "analyze": {"force": True},
