@@ -110,3 +110,39 @@ def test_sequential_rounds_store_their_look_and_replay(cli, campaign):
     assert stats["sequential"] == SEQUENTIAL and stats["looks"][0]["settled_by"] == "keep"
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
+
+
+def test_assess_answers_the_next_look_and_writes_nothing(cli, campaign):
+    _plan(cli, campaign, sequential=SEQUENTIAL)
+    doc = campaign.round_doc([])
+    parent = doc["parent_kernel_sha256"]
+    # a 2.5% gain at 1% CV from 15 interleaved samples per case: one look, not yet settled
+    candidate, reference = _rows(campaign, 0.975, 100, 61), _rows(campaign, 1.0, 100, 71)
+
+    def first(rows, n):
+        return [{**r, "samples_us": r["samples_us"][:n]} for r in rows]
+
+    doc["reference"] = {"kernel_sha256": parent, "measurements": first(reference, 15)}
+    doc["measurements"] = first(candidate, 15)
+    doc["session"] = {"id": "s-9"}
+    path = write_json(campaign.root / "rounds" / "round-1.json", doc)
+    before = cli.event_count()
+    result = cli("assess", "--run", campaign.run_id, "--result", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    body = result.json()
+    assert body["status"] == "ok" and body["sides"] == "reference"
+    assert cli.event_count() == before
+    if not body["settled"]:
+        assert (body["repeats_used"], body["more_repeats"]) == (10, 10)
+        assert body["decision"] != "KEEP"
+    # all 100 samples: record stores the decision assess gives for them, at the same look
+    doc["reference"]["measurements"], doc["measurements"] = reference, candidate
+    write_json(path, doc)
+    assessed = cli("assess", "--run", campaign.run_id, "--result", path, "--json").json()
+    assert cli.event_count() == before
+    recorded = cli("record", "--run", campaign.run_id, "--result", path, "--json").json()
+    shown = cli("show", "--run", campaign.run_id, "--round", 1, "--json").json()["decision"]
+    assert recorded["decision"] == assessed["decision"]
+    assert shown["statistics"]["repeats_used"] == assessed["repeats_used"]
+    human = cli("assess", "--run", campaign.run_id, "--result", path)
+    assert human.exit_code == 2  # round 1 is recorded now: assess says what record would
