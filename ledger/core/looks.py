@@ -5,7 +5,7 @@ statistics settings can validate it without an import cycle."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,3 +85,31 @@ class SequentialConfig:
         spent = [alpha_spent(n / last_early, early) for n in looks[:-1]]
         increments = [b - a for a, b in zip([0.0, *spent[:-1]], spent, strict=True)]
         return [*increments, alpha - sum(increments)]
+
+
+@dataclass(frozen=True, slots=True)
+class Saving:
+    """What a sequential decision spared: repeats per case at the deciding look, the
+    repeats the fixed budget (max_repeats) would have taken, and the device time of the
+    samples not measured (every case, candidate and reference where there was one)."""
+
+    repeats_used: int
+    max_repeats: int
+    device_time_saved_us: float
+
+
+def saving(
+    statistics: Mapping[str, Any] | None,
+    candidate_medians: Sequence[float] | None,
+    reference_medians: Sequence[float] | None = None,
+) -> Saving | None:
+    """The saving of a decided round from its recorded statistics (None: not decided by the
+    sequential rule). A case's unmeasured samples are max_repeats - the samples measured,
+    each costing the case's median (plus the reference's, measured beside it)."""
+    if not statistics or "repeats_used" not in statistics or candidate_medians is None:
+        return None
+    top = int(statistics["sequential"]["max_repeats"])
+    measured = int(statistics.get("available_repeats", statistics["repeats_used"]))
+    left = max(0, top - measured)
+    per_sample = sum(candidate_medians) + (sum(reference_medians) if reference_medians else 0.0)
+    return Saving(int(statistics["repeats_used"]), top, left * per_sample)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from campaign import Campaign, write_json
@@ -110,6 +112,32 @@ def test_sequential_rounds_store_their_look_and_replay(cli, campaign):
     assert stats["sequential"] == SEQUENTIAL and stats["looks"][0]["settled_by"] == "keep"
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
+    # the report shows the repeats used and the device time the look spared: 100 measured of
+    # 100, so nothing was spared here
+    html = campaign.root / "report.html"
+    assert cli("report", "--run", campaign.run_id, "--html", html).exit_code == 0
+    text = html.read_text()
+    assert "repeats used 10 of 100, device time saved 0.0 ms" in text
+    assert "Sequential decisions: device time saved 0.0 ms over the run" in text
+
+
+def test_a_round_measured_only_to_its_settled_look_shows_the_time_it_saved(cli, campaign):
+    _plan(cli, campaign, sequential=SEQUENTIAL)
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    _record(
+        cli,
+        campaign,
+        measurements=_rows(campaign, 0.85, 10, 41),
+        reference={"kernel_sha256": parent, "measurements": _rows(campaign, 1.0, 10, 51)},
+        session={"id": "s-1"},
+    )
+    html = campaign.root / "report.html"
+    assert cli("report", "--run", campaign.run_id, "--html", html).exit_code == 0
+    # 90 samples per case not measured, each costing the candidate's and the reference's time
+    medians = sum(campaign.baseline) * 0.85 + sum(campaign.baseline)
+    expected = 90 * medians / 1000.0
+    found = re.search(r"repeats used 10 of 100, device time saved ([0-9.]+) ms", html.read_text())
+    assert found is not None and abs(float(found.group(1)) - expected) < 0.01 * expected
 
 
 def test_assess_answers_the_next_look_and_writes_nothing(cli, campaign):
