@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python benchmarks/decision_quality.py          # full; writes the report
     .venv/bin/python benchmarks/decision_quality.py --quick  # fewer trials; prints only
+    .venv/bin/python benchmarks/decision_quality.py --sequential  # sequential decisions only
 
 The report goes to docs/decision-quality.md unless --output names another path.
 
@@ -320,7 +321,15 @@ def main() -> int:
     parser.add_argument(
         "--output", type=Path, help="report path (default: docs/decision-quality.md)"
     )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="only the study of statistics.sequential (benchmarks/sequential_study.py); "
+        "rewrites its section of the report",
+    )
     args = parser.parse_args()
+    if args.sequential:
+        return sequential_main(args)
     trials = args.trials or (50 if args.quick else 400)
     drift_trials = trials if args.quick else max(trials, 800)
     output = args.output or (None if args.quick else ROOT / "docs" / "decision-quality.md")
@@ -514,9 +523,51 @@ def main() -> int:
         drift=table(drift, ["gain", "CV", "cases", "drift"], ("median_sigma_d",)),
         sweep=sweep_table(sweep, ["4th case", "CV", "repeats"], sweep_q),
     )
-    output.write_text(body, encoding="utf-8")
+    old = output.read_text(encoding="utf-8") if output.exists() else ""
+    output.write_text(splice(body, section_of(old)), encoding="utf-8")
     log(f"wrote {output}")
     return 0
+
+
+SEQUENTIAL_BEGIN = "<!-- sequential study: begin (decision_quality.py --sequential) -->"
+SEQUENTIAL_END = "<!-- sequential study: end -->"
+
+
+def section_of(text: str) -> str:
+    """The sequential study's section of a report, markers included ("" when absent)."""
+    start, end = text.find(SEQUENTIAL_BEGIN), text.find(SEQUENTIAL_END)
+    if start < 0 or end < 0:
+        return ""
+    return text[start : end + len(SEQUENTIAL_END)]
+
+
+def splice(text: str, section: str) -> str:
+    """`text` with its sequential section replaced by `section` (appended when absent)."""
+    old = section_of(text)
+    if old:
+        return text.replace(old, section)
+    return text.rstrip("\n") + ("\n\n" + section + "\n" if section else "\n")
+
+
+def sequential_main(args: argparse.Namespace) -> int:
+    from sequential_study import study
+
+    trials = args.trials or (20 if args.quick else 100)
+    started = time.perf_counter()
+
+    def log(message: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    body, summary, ok = study(trials, log)
+    print("\n".join(summary))
+    output = args.output or (None if args.quick else ROOT / "docs" / "decision-quality.md")
+    if output is not None:
+        text = output.read_text(encoding="utf-8") if output.exists() else ""
+        output.write_text(
+            splice(text, f"{SEQUENTIAL_BEGIN}\n{body.rstrip()}\n{SEQUENTIAL_END}"), "utf-8"
+        )
+        log(f"wrote {output}")
+    return 0 if ok else 1
 
 
 REPORT = """# Decision quality: contract rule vs noise-aware rule

@@ -49,9 +49,12 @@ def noise_aware(
     candidate_samples: list[list[float] | None],
     objective: decide.Objective,
     evidence: RunEvidence,
+    sides: str | None = None,
 ) -> tuple[decide.Decision, dict[str, Any]]:
     """SPEC 4.2 on top of the contract (pure). The seed derives from the recorded inputs;
-    session drift comes from the run's A/A remeasures."""
+    session drift comes from the run's A/A remeasures. `sides`: None (sessions unknown: as
+    always), "reference" (a same-session reference: no drift between the sides) or
+    "different-sessions" (the drift estimate, else statistics.assumed_drift)."""
     from ledger.core import stats
 
     config = _recorded_config(evidence.statistics)
@@ -68,6 +71,12 @@ def noise_aware(
         )
     )
     drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
+    sigma = _drift_for(sides, drift, config)
+    if config.sequential is not None:
+        return _sequential(
+            run_id, round_no, contract, weights, best_samples, candidate_samples, objective,
+            config, sides, sigma, drift,
+        )  # fmt: skip
     outcome = stats.noise_aware_decision(
         contract=contract,
         weights=weights,
@@ -76,12 +85,84 @@ def noise_aware(
         objective=objective,
         config=config,
         seed=seed,
-        drift_sigma=drift.sigma,
+        drift_sigma=sigma,
         drift_estimated=drift.estimated,
         best_medians=best_medians,
         cand_medians=candidate_medians,
     )
-    return outcome.decision, {**outcome.evidence, **drift.to_evidence()}
+    evidence_out = {**outcome.evidence, **drift.to_evidence()}
+    if sides is not None:
+        evidence_out.update(sides=sides, drift_sigma=sigma)
+    return outcome.decision, evidence_out
+
+
+def _drift_for(sides: str | None, drift: Any, config: Any) -> float:
+    """The drift between a decision's sides: none for a same-session reference; the run's
+    estimate, else statistics.assumed_drift, for sides of different sessions; the estimate
+    (0 when unestimated) where the sessions are unknown, as decisions always had it."""
+    if sides == "reference":
+        return 0.0
+    if sides == "different-sessions" and not drift.estimated:
+        return float(config.drift_assumed)
+    return float(drift.sigma)
+
+
+def _sequential(
+    run_id: str,
+    round_no: int,
+    contract: decide.Decision,
+    weights: list[float],
+    best_samples: list[list[float] | None],
+    candidate_samples: list[list[float] | None],
+    objective: decide.Objective,
+    config: Any,
+    sides: str | None,
+    sigma: float,
+    drift: Any,
+) -> tuple[decide.Decision, dict[str, Any]]:
+    """statistics.sequential on a round: the decision at its first settled look."""
+    import numpy as np
+
+    from ledger.core import sequential
+
+    context = canonical({"run_id": run_id, "round": round_no}, string_keys=True)
+    outcome = sequential.sequential_decision(
+        weights=weights,
+        best_samples=best_samples,
+        cand_samples=candidate_samples,
+        paired=sides == "reference",
+        objective=objective,
+        config=config,
+        sequential=config.sequential,
+        context=context,
+        drift_sigma=sigma,
+    )
+    looks = outcome.evidence["looks"]
+    deciding = looks[-1] if looks else {}
+    evidence = {
+        "kind": "samples",
+        "method": sequential.METHOD,
+        "contract_decision": contract.value,
+        "decision": outcome.decision.value,
+        "changed_by": None if outcome.decision is contract else "sequential",
+        "improvement": deciding.get("improvement"),
+        "worst_regression": deciding.get("worst_regression"),
+        "improvement_lower": deciding.get("improvement_lower"),
+        "regression_upper": deciding.get("regression_upper"),
+        **config.evidence_settings(),
+        "numpy_version": np.__version__,
+        "advice": None,
+        **drift.to_evidence(),
+        "drift_sigma": sigma,
+        "settled": outcome.settled,
+        "repeats_used": outcome.repeats_used,
+        "more_repeats": outcome.more_repeats,
+        "looks": looks,
+        "available_repeats": outcome.evidence["available_repeats"],
+    }
+    if sides is not None:
+        evidence["sides"] = sides
+    return outcome.decision, evidence
 
 
 def _may_bootstrap(samples: Sequence[Sequence[float] | None] | None) -> bool:
@@ -147,32 +228,54 @@ def decide_round(
         round=run.best_round,
         medians_us=best,
     )
+    reference = evidence.references.get(round_no) if candidate_medians is not None else None
+    sides: str | None = None
+    compared, compared_samples = best, None
+    if reference is not None:
+        sides = "reference"
+        compared = [float(m.median_us) for m in reference.measurements]
+        compared_samples = [
+            list(m.samples_us) if m.samples_us else None for m in reference.measurements
+        ]
+    elif candidate_medians is not None:
+        measured = evidence.measured.get(round_no)
+        if _different_sessions(
+            evidence.session(run.best_round), measured.session if measured else None
+        ):
+            sides = "different-sessions"
     if candidate_medians is None:
         decision = decide.Decision.FAIL
         improvement = regression = None
         kind = "validation"
     else:
-        improvement = decide.weighted_improvement(weights, best, candidate_medians)
-        regression = decide.worst_regression(best, candidate_medians)
+        improvement = decide.weighted_improvement(weights, compared, candidate_medians)
+        regression = decide.worst_regression(compared, candidate_medians)
         decision = rules.decision(improvement, regression, objective)
         kind = "medians"
+    contract_keep = decision is decide.Decision.KEEP
     statistics = None
     flags: list[str] = []
     if candidate_medians is not None and _may_bootstrap(candidate_samples):
-        best_samples = evidence.samples(run.best_round)
+        best_samples = (
+            compared_samples if reference is not None else evidence.samples(run.best_round)
+        )
         if _may_bootstrap(best_samples):
             decision, statistics = noise_aware(
                 run_id=run.run_id,
                 round_no=round_no,
                 contract=decision,
                 weights=weights,
-                best_medians=best,
+                best_medians=compared,
                 candidate_medians=candidate_medians,
                 best_samples=best_samples,
                 candidate_samples=candidate_samples,
                 objective=objective,
                 evidence=evidence,
+                sides=sides,
             )
+            if statistics.get("looks") is not None:  # the sequential rule decided
+                improvement = statistics["improvement"] or improvement
+                regression = statistics["worst_regression"] or regression
             if statistics["kind"] == "samples":
                 kind = "samples"
                 if not statistics["drift_estimated"]:
@@ -181,6 +284,18 @@ def decide_round(
                     flags.append("remeasure-advised")
             else:
                 statistics = None
+    if sides == "different-sessions" and decision is decide.Decision.KEEP and statistics is None:
+        from ledger.core import stats
+
+        config = _recorded_config(evidence.statistics)
+        drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
+        sigma = _drift_for(sides, drift, config)
+        assert improvement is not None
+        if not stats.clears_drift(improvement, sigma, config.alpha, objective.noise_floor):
+            decision = decide.Decision.NOISE
+    across = sides == "different-sessions"
+    if across and contract_keep and decision is not decide.Decision.KEEP:
+        flags.append(stats_flag_remeasure())
     if decision is decide.Decision.KEEP:
         assert candidate_medians is not None
         best_after = BestKernel(
@@ -344,6 +459,18 @@ def mechanism_check(
         case_id=shown.case_id if shown else None,
         cases=checks,
     )
+
+
+def _different_sessions(first: dict | None, second: dict | None) -> bool:
+    from ledger.core.stats import different_sessions
+
+    return different_sessions(first, second)
+
+
+def stats_flag_remeasure() -> str:
+    from ledger.core.stats import FLAG_REMEASURE
+
+    return FLAG_REMEASURE
 
 
 SAMPLES_NOT_FOUND = "samples-file-not-found"

@@ -195,9 +195,20 @@ class MeasurementsRecorded(Event):
 
     event_type: ClassVar[str] = "MeasurementsRecorded"
     round: int
-    role: Literal["baseline", "candidate"]
+    # "reference": the parent (best) kernel measured in the candidate's session, interleaved
+    role: Literal["baseline", "candidate", "reference"]
     kernel_sha256: str
     measurements: list[Measurement]
+    # where and when they were measured (the input's `session`); present only when named,
+    # so measurements recorded before the field existed serialize exactly as they did
+    session: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_session(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("session") is None:
+            data.pop("session", None)
+        return data
 
 
 class RoundSubmitted(Event):

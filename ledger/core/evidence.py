@@ -56,6 +56,7 @@ class RunEvidence:
     statistics: dict | None = None
     latest: dict[str, Samples] = field(default_factory=dict)
     noise_pairs: list[tuple[Samples, Samples]] = field(default_factory=list)
+    references: dict[int, MeasurementsRecorded] = field(default_factory=dict)
 
     @classmethod
     def folded(cls, events: Iterable[Event]) -> RunEvidence:
@@ -78,6 +79,8 @@ class RunEvidence:
             self.profiles[event.kernel_sha256] = event
             if event.case_id is not None:
                 self.case_profiles[(event.kernel_sha256, event.case_id)] = event
+        elif isinstance(event, MeasurementsRecorded) and event.role == "reference":
+            self.references[event.round] = event  # read by its own round's decision only
         elif isinstance(event, MeasurementsRecorded):
             self.measured[event.round] = event
             self.latest[event.kernel_sha256] = _samples(event.measurements)
@@ -103,6 +106,7 @@ class RunEvidence:
             ),
             latest={},
             noise_pairs=list(self.noise_pairs),
+            references={},
         )
 
     def signals(self, kernel_sha256: str) -> dict[str, float] | None:
@@ -123,6 +127,11 @@ class RunEvidence:
         if profile is None or profile.attribution is None:
             return None
         return profile.attribution.get("bottleneck")
+
+    def session(self, round_no: int) -> dict | None:
+        """The session a round's candidate (0: the baseline) was measured in, if named."""
+        measured = self.measured.get(round_no)
+        return measured.session if measured is not None else None
 
     def samples(self, round_no: int) -> Samples | None:
         """Per-case raw samples measured in a round (0: baseline); None for a case without."""

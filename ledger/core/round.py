@@ -179,6 +179,8 @@ def round_events(
     measurements: list[Measurement] | None,
     vocabulary: bool = True,
     profiles: Sequence[ProfileRecorded] = (),
+    reference: list[Measurement] | None = None,
+    session: dict | None = None,
 ) -> DecidedRound:
     """The events of an admitted round, in the order they are appended: the submission, its
     validation, the candidate's measurements (when validation passed), the profile its
@@ -192,6 +194,16 @@ def round_events(
     vocabulary existed (the legacy importer's, whose events must hash as they always did)."""
     candidate = submitted.candidate.sha256
     events: list[Event] = [submitted, validation]
+    if measurements is not None and reference is not None:
+        events.append(
+            MeasurementsRecorded(
+                round=submitted.round,
+                role="reference",
+                kernel_sha256=submitted.parent_kernel_sha256,
+                measurements=reference,
+                session=session,
+            )
+        )
     if measurements is not None:
         events.append(
             MeasurementsRecorded(
@@ -199,6 +211,7 @@ def round_events(
                 role="candidate",
                 kernel_sha256=candidate,
                 measurements=measurements,
+                session=session,
             )
         )
     if submitted.profiler_signals:

@@ -36,8 +36,7 @@ same look, settled, bit for bit.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,73 +44,18 @@ import numpy as np
 
 from ledger.core import decide
 from ledger.core import stats as st
-from ledger.errors import InputError
 
 METHOD = "sequential-alpha-spending-pocock/v1"
 FUTILITY = 0.025
 """The one-sided level of each look's futility test (I* upper, R* lower quantile)."""
-KEYS = ("min_repeats", "max_repeats", "batch")
+from ledger.core.looks import (  # noqa: E402
+    FINAL_SHARE,
+    KEYS,
+    SequentialConfig,
+    alpha_spent,
+)
 
-
-def alpha_spent(t: float, alpha: float) -> float:
-    """The Lan-DeMets Pocock-type spending function alpha * ln(1 + (e - 1) t), 0 <= t <= 1:
-    alpha spent by information fraction t (0 at t = 0, alpha at t = 1)."""
-    return alpha * math.log1p((math.e - 1.0) * min(max(t, 0.0), 1.0))
-
-
-@dataclass(frozen=True, slots=True)
-class SequentialConfig:
-    """`statistics.sequential`: look at every `batch` candidate samples per case, from
-    `min_repeats` to `max_repeats` (the last look is at `max_repeats`)."""
-
-    min_repeats: int = 10
-    max_repeats: int = 100
-    batch: int = 10
-
-    def __post_init__(self) -> None:
-        for name in KEYS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InputError(f"statistics.sequential.{name} must be an integer, got {value!r}")
-        if self.min_repeats < 3:
-            raise InputError(
-                f"statistics.sequential.min_repeats must be at least 3, got {self.min_repeats}"
-            )
-        if self.max_repeats < self.min_repeats:
-            raise InputError(
-                "statistics.sequential.max_repeats must be at least min_repeats "
-                f"({self.min_repeats}), got {self.max_repeats}"
-            )
-        if self.max_repeats > 100_000:
-            raise InputError(
-                f"statistics.sequential.max_repeats must be at most 100000, got {self.max_repeats}"
-            )
-        if self.batch < 1:
-            raise InputError(f"statistics.sequential.batch must be at least 1, got {self.batch}")
-
-    @classmethod
-    def from_mapping(cls, mapping: Any) -> SequentialConfig:
-        if not isinstance(mapping, Mapping):
-            raise InputError("statistics.sequential must be an object")
-        for key in mapping:
-            if key not in KEYS:
-                raise InputError(
-                    f"statistics.sequential.{key} is not a known setting (known: {', '.join(KEYS)})"
-                )
-        return cls(**dict(mapping))
-
-    def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in KEYS}
-
-    def looks(self) -> list[int]:
-        """The candidate samples per case at each look, ascending, the last max_repeats."""
-        out = list(range(self.min_repeats, self.max_repeats, self.batch))
-        return [*out, self.max_repeats]
-
-    def levels(self, alpha: float) -> list[float]:
-        """The KEEP test's level a_k at each look: the alpha spent since the look before."""
-        spent = [alpha_spent(n / self.max_repeats, alpha) for n in self.looks()]
-        return [b - a for a, b in zip([0.0, *spent[:-1]], spent, strict=True)]
+__all__ = ["FINAL_SHARE", "KEYS", "SequentialConfig", "alpha_spent", "sequential_decision"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,7 +140,7 @@ class StatisticsConfig:
 
     def __post_init__(self) -> None:
         if self.sequential is not None:
-            from ledger.core.sequential import SequentialConfig
+            from ledger.core.looks import SequentialConfig
 
             if not isinstance(self.sequential, SequentialConfig):
                 object.__setattr__(
@@ -500,6 +500,18 @@ def _medians(
 
 FLAG_REMEASURE = "remeasure-advised"
 REMEASURE_ACROSS_SESSIONS = "measure the best kernel in the candidate's session"
+
+
+def different_sessions(first: Mapping[str, Any] | None, second: Mapping[str, Any] | None) -> bool:
+    """Whether two measurement sets are known to come from different sessions: both name a
+    session (`session` objects), and the ids differ, or the ids agree and both name a
+    device and the devices differ. A side without a session is unknown: not different."""
+    if not first or not second:
+        return False
+    if first.get("id") != second.get("id"):
+        return True
+    a, b = first.get("device"), second.get("device")
+    return a is not None and b is not None and a != b
 
 
 def clears_drift(improvement: float, sigma: float, alpha: float, noise_floor: float) -> bool:

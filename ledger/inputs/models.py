@@ -355,26 +355,15 @@ class MeasurementIn(_Open):
 
 
 class SessionIn(_Open):
-    """Where and when a set of measurements was taken (the harness writes it)."""
+    """Where and when a set of measurements was taken (the harness writes it). Keys it does
+    not know (timer, flush, device_name) are kept verbatim."""
 
-    id: Name = Field(description="The session's id: the same id means the same session.")
-    device: Text | None = Field(
-        default=None, description="The device measured on, e.g. the GPU's uuid (text)."
+    id: Name = described(
+        meaning="The session's id: the same id means the same session.", example="s-1a2b3c"
     )
-    host: Text | None = Field(default=None, description="The host's name (text).")
-    started_at: Text | None = Field(
-        default=None, description="When the session started (RFC 3339 UTC text)."
-    )
-
-
-def different_sessions(first: SessionIn | None, second: SessionIn | None) -> bool:
-    """Whether two measurement sets are known to come from different sessions: both name
-    a session, and the ids (or, where both name one, the devices) differ."""
-    if first is None or second is None:
-        return False
-    if first.id != second.id:
-        return True
-    return first.device is not None and second.device is not None and first.device != second.device
+    device: Text | None = described(None, "The device measured on, e.g. the GPU's uuid.")
+    host: Text | None = described(None, "The host's name.")
+    started_at: Text | None = described(None, "When the session started (RFC 3339 UTC).")
 
 
 def check_measurements(
@@ -472,6 +461,9 @@ class RunConfig(_Open):
         "How every timing of the run is taken (warmup, repeats, timer, ...), recorded "
         "verbatim with the plan.",
     )
+    session: SessionIn | None = described(
+        None, "Where and when the baseline was measured (id, device, host, started_at)."
+    )
 
     @model_validator(mode="after")
     def _cases(self) -> RunConfig:
@@ -516,6 +508,19 @@ class ExpectedSignal(_Closed):
     )
     min_change: NonNegative = described(
         0.0, "Smallest relative change that counts as moved.", unit="fraction"
+    )
+
+
+class ReferenceIn(_Open):
+    """The parent kernel measured in the candidate's session (the harness's `reference`)."""
+
+    kernel_sha256: Sha256 | None = described(
+        None, "sha256 of the reference kernel: the round's parent, 64 lowercase hex digits."
+    )
+    measurements: list[dict[str, Any]] = rows(
+        "MeasurementIn",
+        "The parent's timing in the candidate's session, one row per planned case.",
+        [{"case_id": "fp16-1024x1024", "samples_us": [48.1, 47.9, 48.0]}],
     )
 
 
@@ -578,6 +583,16 @@ class RoundResult(_Open):
         "when its correctness gate passed, not read when it failed.",
         [{"case_id": "fp16-1024x1024", "median_us": 47.9, "repeats": 50}],
         default=None,
+    )
+    session: SessionIn | None = described(
+        None,
+        "Where and when `measurements` were taken (id, device, host, started_at); without a "
+        "reference, a best kernel measured in another session makes a KEEP clear the drift.",
+    )
+    reference: ReferenceIn | None = described(
+        None,
+        "The parent (best) kernel measured interleaved with the candidate in its session "
+        "({kernel_sha256?, measurements}); I and R are then computed against it.",
     )
     profiler_signals: dict[str, Number] | None = described(
         None,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger import files
-from ledger.core import decide
+from ledger.core import decide, looks
 from ledger.core.events import (
     DiagnosisRecorded,
     Event,
@@ -79,6 +79,9 @@ class RoundEntry:
     measurements: tuple[Measurement, ...] | None
     explanation: str = ""
     rule: str | None = None
+    repeats_used: int | None = None  # sequential decisions: repeats per case at the look
+    max_repeats: int | None = None
+    device_time_saved_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,12 @@ class ReportData:
                 )
             )
         return rows
+
+    @property
+    def device_time_saved_us(self) -> float | None:
+        """The device time the run's sequential decisions spared (None: none made)."""
+        saved = [r.device_time_saved_us for r in self.rounds if r.device_time_saved_us is not None]
+        return sum(saved) if saved else None
 
     @property
     def raw_samples(self) -> list[RawSamples]:
@@ -348,12 +357,15 @@ def _collect(
     baseline: tuple[Measurement, ...] = ()
     submitted: dict[int, RoundSubmitted] = {}
     measured: dict[int, tuple[Measurement, ...]] = {}
+    references: dict[int, tuple[Measurement, ...]] = {}
     decided: dict[int, RoundDecided] = {}
     profiles: list[ProfileEntry] = []
     for event in events:
         if isinstance(event, MeasurementsRecorded):
             if event.role == "baseline":
                 baseline = tuple(event.measurements)
+            elif event.role == "reference":
+                references[event.round] = tuple(event.measurements)
             else:
                 measured[event.round] = tuple(event.measurements)
         elif isinstance(event, RoundSubmitted):
@@ -373,6 +385,11 @@ def _collect(
             vs_original = decide.weighted_improvement(
                 weights, base_medians, [x.median_us for x in m]
             )
+        saved = looks.saving(
+            d.statistics if d else None,
+            [x.median_us for x in m] if m else None,
+            [x.median_us for x in references[number]] if number in references else None,
+        )
         rounds.append(
             RoundEntry(
                 round=number,
@@ -393,6 +410,9 @@ def _collect(
                 measurements=m,
                 explanation=why.sentence if why else "No decision was recorded for this round.",
                 rule=why.rule if why else None,
+                repeats_used=saved.repeats_used if saved else None,
+                max_repeats=saved.max_repeats if saved else None,
+                device_time_saved_us=saved.device_time_saved_us if saved else None,
             )
         )
         # Ledgers written before profiles were ingested keep the round's signals only here.

@@ -227,6 +227,27 @@ def checked_round(
     return validation_event(result.round, candidate.ref.sha256, validation), measured
 
 
+def checked_reference(
+    result: RoundResult, path: Path, view: RunView, *, base: Path
+) -> list[Measurement] | None:
+    """A round result's `reference` (the parent kernel measured in the candidate's session):
+    one checked measurement per planned case, or None when the result carries none. Its
+    `kernel_sha256`, when given, must be the round's parent."""
+    if result.reference is None:
+        return None
+    named = result.reference.kernel_sha256
+    if named is not None and named != result.parent_kernel_sha256:
+        raise InputError(
+            f"reference.kernel_sha256 {named} is not the round's parent_kernel_sha256 "
+            f"({result.parent_kernel_sha256}): a reference is the parent measured in the "
+            "candidate's session"
+        )
+    planned = [c.case_id for c in view.cases]
+    field = "reference.measurements"
+    rows = parse_measurements(result.reference.measurements, field, display(path))
+    return measured_cases(rows, planned, base, field)
+
+
 _OBJECTIVE_KEYS = {
     "target_relative_improvement",
     "min_relative_improvement",
@@ -311,7 +332,11 @@ def plan_events(
         planned_event,
         validation_event(0, kernel.ref.sha256, evidence),
         MeasurementsRecorded(
-            round=0, role="baseline", kernel_sha256=kernel.ref.sha256, measurements=baseline
+            round=0,
+            role="baseline",
+            kernel_sha256=kernel.ref.sha256,
+            measurements=baseline,
+            session=None if config.session is None else config.session.model_dump(mode="json"),
         ),
     )
     return PlannedRun(events, kernel)

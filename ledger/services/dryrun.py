@@ -13,7 +13,6 @@ from ledger.inputs.models import (
     DecideInput,
     MeasurementIn,
     check_measurements,
-    different_sessions,
     explain,
 )
 from ledger.integrity.hashing import canonical
@@ -71,7 +70,10 @@ def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
     best_rows = item.reference if item.reference is not None else item.best
     best, best_samples = _side(best_rows, planned, "reference" if paired else "best", where)
     cand, cand_samples = _side(item.candidate, planned, "candidate", where)
-    across = not paired and different_sessions(item.best_session, item.session)
+    across = not paired and stats.different_sessions(
+        None if item.best_session is None else item.best_session.model_dump(mode="json"),
+        None if item.session is None else item.session.model_dump(mode="json"),
+    )
     drift = item.drift_sigma
     if across and drift is None:
         drift = config.drift_assumed

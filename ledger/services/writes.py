@@ -36,6 +36,7 @@ from ledger.core.events import (
     RoundSubmitted,
     RunPlanned,
     RunReopened,
+    ValidationLinked,
 )
 from ledger.core.evidence import EVIDENCE_EVENT_TYPES, DecisionScope, RunEvidence
 from ledger.core.projections import RunView
@@ -54,6 +55,7 @@ from ledger.inputs.models import (
 )
 from ledger.integrity.hashing import sha256_hex
 from ledger.services.building import (
+    checked_reference,
     checked_round,
     measured_cases,
     plan_events,
@@ -189,29 +191,8 @@ class Writes(Session):
             refused = refused[1:]
         if refused:
             raise InputError(refused[0].message)
-        candidate = read_kernel(
-            resolve(base, result.candidate.path), "candidate.path", written=result.candidate.path
-        )
-        plan, evidence = self.decision_evidence(
-            view, [run.best_kernel_sha256, candidate.ref.sha256]
-        )
-        validation, measured = checked_round(
-            result, result_path, candidate, view, "measurements", base=base
-        )
-        profiles, blobs = self._round_profiles(
-            result, result_path.parent, plan, view, candidate.ref.sha256
-        )
-        outcome = round_events(
-            view=view,
-            evidence=evidence,
-            plan=plan,
-            submitted=submitted_event(
-                result, candidate, recorded_file(result_path, doc.sha256, doc.size), doc.value
-            ),
-            validation=validation,
-            measurements=measured,
-            profiles=profiles,
-            vocabulary=vocabulary,
+        candidate, evidence, validation, outcome, blobs = self._round_outcome(
+            view, doc, result, result_path, base, vocabulary
         )
         items += outcome.events
         if check is not None:
@@ -269,6 +250,86 @@ class Writes(Session):
             events.append(event)
             blobs += data
         return events, blobs
+
+    def _round_outcome(
+        self,
+        view: RunView,
+        doc: Any,
+        result: Any,
+        result_path: Path,
+        base: Path,
+        vocabulary: bool = True,
+    ) -> tuple[Any, RunEvidence, ValidationLinked, Any, list[bytes]]:
+        """An admitted round's candidate, the evidence its decision read, its validation,
+        its events (`round_events`) and the raw files they cite: what `record` appends and
+        `assess` reports. Writes nothing."""
+        run = view.run
+        candidate = read_kernel(
+            resolve(base, result.candidate.path), "candidate.path", written=result.candidate.path
+        )
+        plan, evidence = self.decision_evidence(
+            view, [run.best_kernel_sha256, candidate.ref.sha256]
+        )
+        validation, measured = checked_round(
+            result, result_path, candidate, view, "measurements", base=base
+        )
+        reference = (
+            checked_reference(result, result_path, view, base=base)
+            if measured is not None
+            else None
+        )
+        profiles, blobs = self._round_profiles(
+            result, result_path.parent, plan, view, candidate.ref.sha256
+        )
+        outcome = round_events(
+            view=view,
+            evidence=evidence,
+            plan=plan,
+            submitted=submitted_event(
+                result, candidate, recorded_file(result_path, doc.sha256, doc.size), doc.value
+            ),
+            validation=validation,
+            measurements=measured,
+            profiles=profiles,
+            vocabulary=vocabulary,
+            reference=reference,
+            session=None if result.session is None else result.session.model_dump(mode="json"),
+        )
+        return candidate, evidence, validation, outcome, blobs
+
+    def assess(
+        self, run_id: str, result_path: Path, *, base_dir: Path | None = None
+    ) -> dict[str, Any]:
+        """What `record` would decide for a round result now, under the run's locked policy,
+        current best kernel and the result's reference, with the sequential rule's look:
+        `settled`, `repeats_used` and, when not settled, `more_repeats`. Writes nothing."""
+        base = base_folder(base_dir)
+        result_path = Path(result_path).absolute()
+        doc, result = load_round_result(result_path)
+        view = self.view(run_id)
+        refused = admit(view, result.round, result.parent_kernel_sha256)
+        if refused:
+            raise InputError(refused[0].message)
+        _, _, _, outcome, _ = self._round_outcome(view, doc, result, result_path, base)
+        decided = outcome.decided
+        statistics = decided.statistics or {}
+        out: dict[str, Any] = {
+            "run_id": run_id,
+            "round": decided.round,
+            "decision": decided.decision,
+            "relative_improvement": decided.relative_improvement,
+            "worst_case_regression": decided.worst_case_regression,
+            "evidence": decided.evidence,
+            "flags": list(decided.flags),
+        }
+        if "sides" in statistics:
+            out["sides"] = statistics["sides"]
+        if "settled" in statistics:
+            out["settled"] = statistics["settled"]
+            out["repeats_used"] = statistics["repeats_used"]
+            if not statistics["settled"]:
+                out["more_repeats"] = statistics["more_repeats"]
+        return out
 
     def _recorded(self, run: Any, round_no: int, result_sha256: str) -> RecordResult:
         """A round already in the ledger: the answer it got when this same result file was

@@ -1,0 +1,176 @@
+"""`record` with sessions, a same-session reference and statistics.sequential, replayed by
+`verify`, on SQLite and PostgreSQL. Samples are simulated (seeded lognormal): self-made."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from campaign import Campaign, write_json
+
+OBJECTIVE = {  # the H200 LayerNorm campaign's objective
+    "target_relative_improvement": 0.1,
+    "min_relative_improvement": 0.02,
+    "noise_floor": 0.01,
+    "max_case_regression": 0.02,
+}
+SEQUENTIAL = {"min_repeats": 10, "max_repeats": 100, "batch": 10}
+
+
+def _samples(median: float, n: int, seed: int, cv: float = 0.01) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(v) for v in median * np.exp(rng.normal(0.0, cv, size=n))]
+
+
+def _rows(campaign: Campaign, factor: float, n: int, seed: int) -> list[dict]:
+    return [
+        {"case_id": c, "samples_us": _samples(m * factor, n, seed + i)}
+        for i, (c, m) in enumerate(zip(campaign.case_ids, campaign.baseline, strict=True))
+    ]
+
+
+def _plan(cli, campaign: Campaign, **statistics) -> None:
+    doc = campaign.config_doc(objective=OBJECTIVE)
+    doc["baseline"] = _rows(campaign, 1.0, 50, 1)
+    doc["session"] = {"id": "s-plan", "device": "GPU-0"}
+    if statistics:
+        doc["statistics"] = statistics
+    result = cli("plan", "--config", write_json(campaign.root / "config.json", doc))
+    assert result.exit_code == 0, result.stderr
+
+
+def _record(cli, campaign: Campaign, **fields):
+    doc = campaign.round_doc([])
+    doc.update(fields)
+    path = write_json(campaign.root / "rounds" / f"round-{doc['round']}.json", doc)
+    result = cli("record", "--run", campaign.run_id, "--result", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    body = result.json()
+    campaign.accepted(body["decision"], body["round"])
+    shown = cli("show", "--run", campaign.run_id, "--round", body["round"], "--json").json()
+    return body, shown["decision"]
+
+
+def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, campaign):
+    _plan(cli, campaign)
+    # round 1: +2.76% measured in another session than the best kernel's: NOISE, advised
+    body, decided = _record(
+        cli,
+        campaign,
+        measurements=_rows(campaign, 1 - 0.0276, 50, 11),
+        session={"id": "s-round-1", "device": "GPU-1"},
+    )
+    assert body["decision"] == "NOISE"
+    assert "remeasure-advised" in decided["flags"]
+    assert decided["statistics"]["sides"] == "different-sessions"
+    assert decided["statistics"]["drift_sigma"] == 0.02
+    # round 2: the same gain with the parent measured beside it in its session: KEEP on it
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    campaign.rounds_written = 1
+    body, decided = _record(
+        cli,
+        campaign,
+        measurements=_rows(campaign, 0.95, 50, 21),
+        reference={"kernel_sha256": parent, "measurements": _rows(campaign, 1.0, 50, 31)},
+        session={"id": "s-round-2", "device": "GPU-1"},
+    )
+    assert body["decision"] == "KEEP"
+    assert decided["statistics"]["sides"] == "reference"
+    assert abs(decided["relative_improvement"] - 0.05) < 0.01
+    verified = cli("verify", "--json")
+    assert verified.exit_code == 0, verified.stdout
+
+
+def test_a_reference_of_another_kernel_is_refused(cli, campaign):
+    _plan(cli, campaign)
+    doc = campaign.round_doc([])
+    doc["measurements"] = _rows(campaign, 0.9, 20, 3)
+    doc["reference"] = {"kernel_sha256": "0" * 64, "measurements": _rows(campaign, 1.0, 20, 4)}
+    path = write_json(campaign.root / "rounds" / "round-1.json", doc)
+    before = cli.event_count()
+    result = cli("record", "--run", campaign.run_id, "--result", path)
+    assert result.exit_code == 2
+    assert "reference.kernel_sha256 0000" in result.stderr
+    assert "is not the round's parent_kernel_sha256" in result.stderr
+    assert cli.event_count() == before
+
+
+def test_sequential_rounds_store_their_look_and_replay(cli, campaign):
+    _plan(cli, campaign, sequential=SEQUENTIAL)
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    body, decided = _record(
+        cli,
+        campaign,
+        measurements=_rows(campaign, 0.85, 100, 41),
+        reference={"kernel_sha256": parent, "measurements": _rows(campaign, 1.0, 100, 51)},
+        session={"id": "s-1"},
+    )
+    stats = decided["statistics"]
+    assert body["decision"] == "KEEP"
+    assert (stats["settled"], stats["repeats_used"]) == (True, 10)
+    assert stats["sequential"] == SEQUENTIAL and stats["looks"][0]["settled_by"] == "keep"
+    verified = cli("verify", "--json")
+    assert verified.exit_code == 0, verified.stdout
+    # the report shows the repeats used and the device time the look spared: 100 measured of
+    # 100, so nothing was spared here
+    html = campaign.root / "report.html"
+    assert cli("report", "--run", campaign.run_id, "--html", html).exit_code == 0
+    text = html.read_text()
+    assert "repeats used 10 of 100, device time saved 0.0 ms" in text
+    assert "Sequential decisions: device time saved 0.0 ms over the run" in text
+
+
+def test_a_round_measured_only_to_its_settled_look_shows_the_time_it_saved(cli, campaign):
+    _plan(cli, campaign, sequential=SEQUENTIAL)
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    _record(
+        cli,
+        campaign,
+        measurements=_rows(campaign, 0.85, 10, 41),
+        reference={"kernel_sha256": parent, "measurements": _rows(campaign, 1.0, 10, 51)},
+        session={"id": "s-1"},
+    )
+    html = campaign.root / "report.html"
+    assert cli("report", "--run", campaign.run_id, "--html", html).exit_code == 0
+    # 90 samples per case not measured, each costing the candidate's and the reference's time
+    medians = sum(campaign.baseline) * 0.85 + sum(campaign.baseline)
+    expected = 90 * medians / 1000.0
+    found = re.search(r"repeats used 10 of 100, device time saved ([0-9.]+) ms", html.read_text())
+    assert found is not None and abs(float(found.group(1)) - expected) < 0.01 * expected
+
+
+def test_assess_answers_the_next_look_and_writes_nothing(cli, campaign):
+    _plan(cli, campaign, sequential=SEQUENTIAL)
+    doc = campaign.round_doc([])
+    parent = doc["parent_kernel_sha256"]
+    # a 2.5% gain at 1% CV from 15 interleaved samples per case: one look, not yet settled
+    candidate, reference = _rows(campaign, 0.975, 100, 61), _rows(campaign, 1.0, 100, 71)
+
+    def first(rows, n):
+        return [{**r, "samples_us": r["samples_us"][:n]} for r in rows]
+
+    doc["reference"] = {"kernel_sha256": parent, "measurements": first(reference, 15)}
+    doc["measurements"] = first(candidate, 15)
+    doc["session"] = {"id": "s-9"}
+    path = write_json(campaign.root / "rounds" / "round-1.json", doc)
+    before = cli.event_count()
+    result = cli("assess", "--run", campaign.run_id, "--result", path, "--json")
+    assert result.exit_code == 0, result.stderr
+    body = result.json()
+    assert body["status"] == "ok" and body["sides"] == "reference"
+    assert cli.event_count() == before
+    if not body["settled"]:
+        assert (body["repeats_used"], body["more_repeats"]) == (10, 10)
+        assert body["decision"] != "KEEP"
+    # all 100 samples: record stores the decision assess gives for them, at the same look
+    doc["reference"]["measurements"], doc["measurements"] = reference, candidate
+    write_json(path, doc)
+    assessed = cli("assess", "--run", campaign.run_id, "--result", path, "--json").json()
+    assert cli.event_count() == before
+    recorded = cli("record", "--run", campaign.run_id, "--result", path, "--json").json()
+    shown = cli("show", "--run", campaign.run_id, "--round", 1, "--json").json()["decision"]
+    assert recorded["decision"] == assessed["decision"]
+    assert shown["statistics"]["repeats_used"] == assessed["repeats_used"]
+    human = cli("assess", "--run", campaign.run_id, "--result", path)
+    assert human.exit_code == 2  # round 1 is recorded now: assess says what record would
