@@ -138,13 +138,7 @@ class TreeWatch:
         self.roots: dict[int, bytes] = {0: merkle.EMPTY_ROOT} if 0 in sizes else {}
 
     def observe(self, e: StoredEvent) -> None:
-        self.add(e.event_hash)
-
-    def add(self, event_hash: str) -> None:
-        self.add_leaf(bytes.fromhex(event_hash))
-
-    def add_leaf(self, leaf: bytes) -> None:
-        self.builder.append(leaf)
+        self.builder.append(bytes.fromhex(e.event_hash))
         if self.builder.size in self.wanted:
             self.roots[self.builder.size] = self.builder.root()
 
