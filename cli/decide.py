@@ -56,12 +56,21 @@ COMMAND = Command(
     Each input is {"objective", "cases", "best", "candidate", "statistics"?, "drift_sigma"?};
     a measurement is {"case_id", "median_us", "repeats"} or {"case_id", "samples_us"}.
 
-    Example: kernel-ledger decide --input examples/decide/rounds.jsonl --jsonl
+    Example:
+
+    \b
+        kernel-ledger template decide > one.json    # then fill it in
+        kernel-ledger decide --input one.json
     """,
     decide,
     say_decide,
     {
-        "input": Option("Decision inputs (JSON).", default=REQUIRED, metavar="FILE", file=True),
+        "input": Option(
+            "Decision inputs (JSON; `template decide` prints one).",
+            default=REQUIRED,
+            metavar="FILE",
+            file=True,
+        ),
         "jsonl": Option(
             "FILE is JSON Lines: one result per line (with --json, one object listing them).",
             bool,

@@ -17,6 +17,7 @@ def profile(
     kernel: str | None,
     kernel_name: str | None,
     shape: str | None,
+    dry_run: bool,
 ) -> Outcome:
     event = env.service().profile(
         run,
@@ -26,11 +27,12 @@ def profile(
         kernel_sha256=kernel,
         kernel_name=kernel_name,
         shape=shape,
+        dry_run=dry_run,
     )
     attribution = event.attribution or {}
     return Outcome(
         {
-            "status": "recorded",
+            "status": "checked" if dry_run else "recorded",
             "run_id": run,
             "kernel_sha256": event.kernel_sha256,
             "format": event.format,
@@ -45,7 +47,8 @@ def profile(
 def say_profile(out: Outcome, args) -> None:
     event, attribution = out.value, out.document["attribution"]
     signals = plural(len(event.signals), "signal")
-    say(f"profile of {event.kernel_sha256[:12]} ({event.format}): {signals}")
+    what = "checked (nothing written): profile" if args.dry_run else "profile"
+    say(f"{what} of {event.kernel_sha256[:12]} ({event.format}): {signals}")
     say(f"bottleneck: {attribution.get('bottleneck')}")
     for line in attribution.get("evidence", []):
         say(f"  - {line}")
@@ -64,8 +67,8 @@ COMMAND = Command(
     Example:
 
     \b
-        kernel-ledger profile --run softmax-demo-001 \\
-          --baseline tests/fixtures/profiles/msprof-op/single
+        kernel-ledger profile --run softmax-001 --baseline PROF_DIR/op_summary.csv
+        kernel-ledger profile --run softmax-001 --round 3 ncu-report.csv --dry-run
     """,
     profile,
     say_profile,
@@ -85,8 +88,12 @@ COMMAND = Command(
             "attribute where the kernel ran with several.",
             metavar="SHAPE",
         ),
+        "dry_run": Option(
+            "Read and attribute the profile against the run; write nothing.", bool, False
+        ),
     },
-    returns='`status` "recorded", `run_id`, `kernel_sha256`, `format`, `signals`, '
+    returns='`status` "recorded" (or "checked" with --dry-run), '
+    "`run_id`, `kernel_sha256`, `format`, `signals`, "
     "`attribution` {bottleneck, evidence, first_experiment, headroom, flags, rules, core, "
     "notes, and shapes where there were several}, `notes`",
     tool=True,

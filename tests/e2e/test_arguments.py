@@ -32,6 +32,9 @@ CALLS = {
     "verify": {"chain": True},
     "check-merge": {"kernel": "k.py", "markdown": True},
     "checkout": {"out": "k.py"},
+    "suggest": {},
+    "schema": None,  # take no run
+    "template": None,
 }
 SENTENCE = "'BAD!' is not a run id (ids match ^[a-z0-9][a-z0-9._-]{0,127}$)"
 
@@ -47,7 +50,7 @@ def test_every_tool_checks_its_options_before_the_ledger_is_opened(tmp_path):
     assert set(CALLS) == set(tools())
     cli = CliRunner(f"sqlite:///{tmp_path / 'absent.sqlite3'}")
     for name, arguments in CALLS.items():
-        if arguments is None:  # plan takes no run
+        if arguments is None:  # plan, schema and template take no run
             continue
         argv = [name, "--run", "BAD!"]
         for key, value in arguments.items():
