@@ -88,6 +88,16 @@ def _ledger(args, work: Path) -> tuple[str, str]:
         for f in ([b] if b.is_file() else b.rglob("*"))
         if f.is_file() and (f.suffix == ".jsonl" or f.name.endswith(".bundle"))
     )
+    ledgers = sorted(f for b in bundles for f in ([b] if b.is_file() else b.rglob("*.sqlite3")))
+    if not files and ledgers:
+        import shutil
+
+        shutil.copyfile(ledgers[0], work / "corpus.sqlite3")
+        _kl(db, "db", "upgrade", "--json")
+        return (
+            db,
+            f"the ledger {ledgers[0]}",
+        )
     if files:
         for f in files:
             _kl(db, "import", str(f), "--json")
@@ -116,6 +126,7 @@ class Case:
     round: int
     kept: str
     suggest: list[str]
+    untried_first_off: list[str]  # suggest without ranking the run's own failed tries last
     query: list[str]
     prior: list[str]
 
@@ -196,13 +207,16 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
         for row in view.rounds:
             if row.decision != "KEEP":
                 continue
-            found = suggest(target_of(view, at_round=row.round), history, limit=TOP)
+            target = target_of(view, at_round=row.round)
+            found = suggest(target, history, limit=TOP)
+            plain = suggest(target, history, limit=TOP, tried_last=False)
             cases.append(
                 Case(
                     run_id=view.run.run_id,
                     round=row.round,
                     kept=entry_of(row),
                     suggest=[r.entry for r in found.ranked],
+                    untried_first_off=[r.entry for r in plain.ranked],
                     query=(
                         _knowledge_query(
                             work / "knowledge" / view.run.run_id,
@@ -244,11 +258,13 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
         "keep_rounds_named": len(named),
         "top3": {
             "suggest": rate(lambda c: c.suggest, cases),
+            "suggest_untried_first_off": rate(lambda c: c.untried_first_off, cases),
             "knowledge_query": rate(lambda c: c.query, cases) if query_ok else None,
             "prior_keep_count": rate(lambda c: c.prior, cases),
         },
         "top3_named_only": {
             "suggest": rate(lambda c: c.suggest, named),
+            "suggest_untried_first_off": rate(lambda c: c.untried_first_off, named),
             "knowledge_query": rate(lambda c: c.query, named) if query_ok else None,
             "prior_keep_count": rate(lambda c: c.prior, named),
         },
@@ -287,12 +303,13 @@ def report(figures: dict, source: str) -> str:
         f"{figures['keep_rounds']} KEEP rounds ({figures['keep_rounds_named']} with a "
         "mechanism entry other than `other`).",
         "",
-        "| top-3 hit rate of the kept mechanism | suggest | knowledge_query.py "
-        "| KEEP-count prior |",
-        "|---|---|---|---|",
-        f"| every KEEP round | {_p(t['suggest'])} | {_p(t['knowledge_query'])} | "
-        f"{_p(t['prior_keep_count'])} |",
-        f"| KEEP rounds with an entry | {_p(n['suggest'])} | {_p(n['knowledge_query'])} | "
+        "| top-3 hit rate of the kept mechanism | suggest | suggest, tried not last "
+        "| knowledge_query.py | KEEP-count prior |",
+        "|---|---|---|---|---|",
+        f"| every KEEP round | {_p(t['suggest'])} | {_p(t['suggest_untried_first_off'])} | "
+        f"{_p(t['knowledge_query'])} | {_p(t['prior_keep_count'])} |",
+        f"| KEEP rounds with an entry | {_p(n['suggest'])} | "
+        f"{_p(n['suggest_untried_first_off'])} | {_p(n['knowledge_query'])} | "
         f"{_p(n['prior_keep_count'])} |",
         "",
         f"Failure signatures: {f['listed']} of {f['expected']} mechanisms that failed in two "

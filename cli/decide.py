@@ -43,18 +43,33 @@ def say_decide(out: Outcome, args) -> None:
             sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")
         return
     result = out.value
-    say(
+    line = (
         f"{result['decision']}  I {pct(result['relative_improvement'])}  "
         f"R {pct(result['worst_case_regression'])}  ({result['evidence']})"
     )
+    if "settled" in result:
+        line += (
+            f"  settled at {result['repeats_used']} repeats"
+            if result["settled"]
+            else f"  not settled at {result['repeats_used']} repeats: "
+            f"{result['more_repeats']} more per case"
+        )
+    if result.get("advice"):
+        line += f"  ({', '.join(result['flags'])}: {result['advice']})"
+    say(line)
 
 
 COMMAND = Command(
     "decide",
     """Dry run: the decision for given measurements; needs no ledger and writes nothing.
 
-    Each input is {"objective", "cases", "best", "candidate", "statistics"?, "drift_sigma"?};
-    a measurement is {"case_id", "median_us", "repeats"} or {"case_id", "samples_us"}.
+    Each input is {"objective", "cases", "best", "candidate", "statistics"?, "drift_sigma"?,
+    "reference"?, "session"?, "best_session"?}; a measurement is {"case_id", "median_us",
+    "repeats"} or {"case_id", "samples_us"}. `reference` (the best kernel measured interleaved
+    with the candidate, in its session) replaces `best`; without it, a `session` and
+    `best_session` that differ make a KEEP clear the drift. With `statistics.sequential` the
+    result says whether the round is `settled`, at `repeats_used` samples per case, or how
+    many `more_repeats` per case the next look needs.
 
     Example:
 
@@ -78,5 +93,8 @@ COMMAND = Command(
         ),
     },
     returns='`status` "ok", `decision`, `contract_decision`, `relative_improvement`, '
-    "`worst_case_regression`, `evidence`, `statistics`; with --jsonl: `count`, `results`",
+    "`worst_case_regression`, `evidence`, `statistics`; with sessions or a reference: `sides`, "
+    "and across sessions `drift_sigma`, `flags`, `advice`; with statistics.sequential: "
+    "`settled`, `repeats_used`, `more_repeats` (when not settled); with --jsonl: `count`, "
+    "`results`",
 )

@@ -143,7 +143,13 @@ def mechanisms_md(text: str) -> str:
 
     lines = ["| entry | what it changes | platform | phrases (in order) |", "|---|---|---|---|"]
     for e in VOCABULARY:
-        phrases = ", ".join("`" + p.replace("|", "\\|") + "`" for p in e.phrases) or "—"
+        phrases = (
+            ", ".join(
+                "`" + p.replace("|", "\\|") + "`" + (f" (since {v})" if v > 1 else "")
+                for v, p in e.versioned
+            )
+            or "—"
+        )
         lines.append(f"| `{e.id}` | {e.title} | {e.platform} | {phrases} |")
     return _replace(text, _block("ledger/core/mechanisms.py", lines))
 

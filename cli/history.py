@@ -75,21 +75,9 @@ def history(
 
 
 def _date(value: str | None, flag: str) -> str | None:
-    if value is None:
-        return None
-    from datetime import UTC, datetime
+    from ledger.store.history import utc_bound
 
-    from ledger.errors import InputError
-
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"{flag} must be a date or time like 2026-11-30 or 2026-11-30T12:00:00Z"
-        ) from None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
-    return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None if value is None else utc_bound(value, flag)
 
 
 def round_document(row, run) -> dict[str, Any]:

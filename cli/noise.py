@@ -15,6 +15,7 @@ from cli.declare import (
     strict_option,
 )
 from cli.output import plural, say, say_warnings
+from ledger.core.aa import DRIFT_PAIRS_RULE
 
 
 def noise(env: Env, run: str, measurements: str, dry_run: bool, strict: bool) -> Outcome:
@@ -27,7 +28,10 @@ def say_noise(out: Outcome, args) -> None:
     state = (
         f"drift sigma {result['drift_sigma']:.4g} from {plural(result['drift_pairs'], 'pair')}"
         if result["drift_estimated"]
-        else f"drift unestimated ({result['drift_pairs']} usable pairs; 5 needed)"
+        else (
+            f"drift unestimated ({plural(result['drift_pairs'], 'usable pair')}; "
+            f"{DRIFT_PAIRS_RULE})"
+        )
     )
     say_warnings(result.get("warnings", ()))
     what = "checked (nothing written)" if args.dry_run else "recorded"
@@ -36,8 +40,8 @@ def say_noise(out: Outcome, args) -> None:
 
 COMMAND = Command(
     "noise",
-    """Record an A/A remeasure of the current best kernel; session drift is estimated from
-    pairs of measurements of the same kernel once five pairs exist.
+    f"""Record an A/A remeasure of the current best kernel; session drift is estimated from
+    the run's pairs of measurements of the same kernel: {DRIFT_PAIRS_RULE}.
 
     Example:
 

@@ -44,7 +44,8 @@ def say_show(out: Outcome, args) -> None:
         )
     for p in detail["profiles"]:
         attribution = p.get("attribution") or {}
-        say(f"  profile ({p['format']}): bottleneck {attribution.get('bottleneck')}")
+        case = f" of case {p['case_id']}" if p.get("case_id") else ""
+        say(f"  profile{case} ({p['format']}): bottleneck {attribution.get('bottleneck')}")
         say_profile_notes(attribution, "    ")
     if decision:
         say(
@@ -53,8 +54,9 @@ def say_show(out: Outcome, args) -> None:
         )
         check = decision.get("mechanism_check")
         if check:
-            verdict = {True: "confirmed", False: "refuted", None: "unknown"}[check["confirmed"]]
-            say(f"  mechanism check: {check['metric']} {check['direction']} — {verdict}")
+            say(f"  mechanism check: {check['metric']} {check['direction']} — {_verdict(check)}")
+            for each in check.get("cases") or []:
+                say(f"    case {each['case_id']}: {_verdict(each)}")
         if decision.get("flags"):
             say(f"  flags: {', '.join(decision['flags'])}")
         if decision.get("retried_rounds"):
@@ -64,6 +66,26 @@ def say_show(out: Outcome, args) -> None:
         say(f"  why: {why['sentence']}")
         for flag, meaning in why["flags"].items():
             say(f"  flag {flag}: {meaning}")
+
+
+def _verdict(check: dict) -> str:
+    """confirmed / refuted / unknown, with the values compared and, where the check was
+    made case by case, the case they are of."""
+    verdict = {True: "confirmed", False: "refuted", None: "unknown"}[check["confirmed"]]
+    best, cand = check.get("best_value"), check.get("candidate_value")
+    if best is None and cand is None:
+        return verdict
+    case = f"case {check['case_id']}: " if check.get("case_id") and "cases" in check else ""
+    shown = f"{case}{_value(best)} -> {_value(cand)}"
+    if best is None:
+        shown += ", the best kernel has no profile of this case"
+    return f"{verdict} ({shown})"
+
+
+def _value(value: float | None) -> str:
+    if value is None:
+        return "none"
+    return f"{value:g}"
 
 
 COMMAND = Command(

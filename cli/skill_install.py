@@ -14,12 +14,19 @@ FILES = (
     "references/decisions.md",
     "references/inputs.md",
     "mcp.json",
+    "scripts/measure.py",
 )
+FROM_MODULES = {"scripts/measure.py": ("ledger.harness", "measure.py")}
+"""Files installed from a package module itself, not from a copy in skilldata/: the
+measuring harness is the same file the tests run."""
 
 
 def shipped(name: str) -> bytes:
     from importlib.resources import files
 
+    if name in FROM_MODULES:
+        package, file = FROM_MODULES[name]
+        return files(package).joinpath(file).read_bytes()
     return files("cli").joinpath("skilldata", *name.split("/")).read_bytes()
 
 
@@ -50,11 +57,13 @@ def install(env: Env, folder: str, check: bool) -> Outcome:
         document = {"status": "current" if current else "stale", "path": str(target),
                     "files": states}  # fmt: skip
         return Outcome(document, (target, None), failure)
+    from ledger.files import write_output
+
     try:
         for name in FILES:
             path = target / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(shipped(name))
+            write_output(path, shipped(name), what="skill file", force=True)
     except OSError as exc:
         raise InputError(f"cannot write the skill to {target}: {exc.strerror or exc}") from None
     written = [name for name, state in states.items() if state != "current"]
@@ -78,9 +87,10 @@ def say_install(out: Outcome, args) -> None:
 
 COMMAND = Command(
     "skill install",
-    """Write the skill to DIR/.agents/skills/kernel-ledger/: SKILL.md (workflow, entry
-    points, rules), references for the commands and the decision contract, and the entry
-    for the workspace's .mcp.json (mcp.json). With --check, write nothing.
+    """Write the skill to DIR/.agents/skills/kernel-ledger/: SKILL.md (the campaign loop,
+    decisions, entry points, rules), references for the commands and the decision contract,
+    the measuring harness (scripts/measure.py) and the entry for the workspace's .mcp.json
+    (mcp.json). With --check, write nothing.
 
     Example: kernel-ledger skill install . --check
     """,

@@ -7,8 +7,11 @@ fstat on the very descriptor that is read), and never more than its size limit.
 Every output goes through `write_output` (or `check_output` and `StagedOutput` when the
 bytes are known only after a check that must come first, as in `analyze`). The rules:
 
-- the path may not be the ledger or one of its `-wal`/`-shm`/`-journal` files, by name or
-  by the file it resolves to (so no hard or symbolic link to the ledger either);
+- the path may not be a ledger or one of its `-wal`/`-shm`/`-journal` files, by name or
+  by the file it resolves to (so no hard or symbolic link to a ledger either). The ledgers
+  are every SQLite ledger this process opened (`guard_ledger`, called by the store when it
+  opens one) and any a caller names; the check is made when the output is checked, again
+  when its bytes are staged, and once more just before the rename that puts it in place;
 - a symbolic link is followed only to a file in the link's own folder; one that leads out
   of it, or to nothing, is refused;
 - an existing file is replaced only with `--force` (a file that already holds exactly the
@@ -41,11 +44,14 @@ __all__ = [
     "bounded_lines",
     "check_output",
     "env_bytes",
+    "guard_ledger",
+    "guarded_ledgers",
     "ledger_companions",
     "max_bundle_bytes",
     "max_input_bytes",
     "open_input",
     "read_input",
+    "refuse_ledger",
     "same_bytes",
     "write_failure",
     "write_output",
@@ -64,6 +70,55 @@ _COMPANION_SUFFIXES = ("-wal", "-shm", "-journal")
 def ledger_companions(path: Path) -> tuple[Path, ...]:
     """A SQLite ledger file and the files SQLite keeps beside it."""
     return (path, *(Path(f"{path}{suffix}") for suffix in _COMPANION_SUFFIXES))
+
+
+_GUARDED: dict[Path, None] = {}
+"""The SQLite ledgers this process opened, in the order it opened them."""
+
+
+def guard_ledger(path: Path) -> None:
+    """From now on, no output this process writes may be the ledger `path` or one of its
+    files. The store calls it for every SQLite ledger it opens (or creates)."""
+    _GUARDED[Path(os.path.abspath(path))] = None
+
+
+def guarded_ledgers() -> tuple[Path, ...]:
+    return tuple(_GUARDED)
+
+
+def _ledger_identities(ledgers: Iterable[Path]) -> tuple[set[Path], set[tuple[int, int]]]:
+    """The names (symbolic links resolved) and the (device, inode) of every file of the
+    ledgers, taken now: a `-wal` made since the ledger was opened counts too."""
+    names: set[Path] = set()
+    identities: set[tuple[int, int]] = set()
+    for ledger in ledgers:
+        for file in ledger_companions(Path(ledger)):
+            names.add(Path(os.path.abspath(file)))
+            with contextlib.suppress(OSError, ValueError):
+                names.add(Path(os.path.realpath(file)))
+            identity = _identity(file)
+            if identity is not None:
+                identities.add(identity)
+    return names, identities
+
+
+def refuse_ledger(path: Path, *, what: str = "--out", protected: Iterable[Path] = ()) -> None:
+    """The one guard of every write: `InputError` if `path`, or the file it resolves to
+    (through symbolic links, or as a hard link: the same device and inode), is one of the
+    files of a ledger this process opened or of `protected`."""
+    path = Path(os.path.abspath(path))
+    names, identities = _ledger_identities([*_GUARDED, *protected])
+    if not names:
+        return
+    try:
+        real = Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        real = path
+    if path in names or real in names or _identity(path) in identities:
+        raise InputError(
+            f"{what} {display(path)} is the ledger or one of its files; writing there would "
+            "destroy the ledger: choose another path"
+        )
 
 
 def env_bytes(name: str, default: int) -> int:
@@ -196,16 +251,7 @@ def check_output(
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InputError(f"{what} {shown} cannot be used: {reason}") from None
-    guarded = list(protected)
-    if guarded:
-        real = Path(os.path.realpath(path))
-        names = {Path(os.path.realpath(p)) for p in guarded}
-        identities = {i for i in map(_identity, guarded) if i is not None}
-        if real in names or _identity(path) in identities:
-            raise InputError(
-                f"{what} {shown} is the ledger or one of its files; writing there would "
-                "destroy the ledger: choose another path"
-            )
+    refuse_ledger(path, what=what, protected=protected)
     target = path
     if info is not None and stat.S_ISLNK(info.st_mode):
         resolved = Path(os.path.realpath(path))
@@ -254,7 +300,9 @@ class StagedOutput:
         mode: int = 0o644,
         on_error: Callable[[OSError], LedgerError] | None = None,
     ) -> None:
+        refuse_ledger(target, what=what)
         self.target = target
+        self.what = what
         self.force = force
         self.temp: Path | None = None
         self.on_error = on_error or (lambda exc: _write_error(target, exc, what))
@@ -283,6 +331,7 @@ class StagedOutput:
         assert self.temp is not None, "a staged output is committed once"
         temp, target = self.temp, self.target
         try:
+            refuse_ledger(target, what=self.what)  # a link made since the bytes were staged
             if data is not None:
                 with temp.open("r+b") as handle:
                     handle.write(data)

@@ -34,8 +34,8 @@ that fires is the bottleneck and every other one that fires is an ``also-<class>
 6. unknown, with the evidence naming what the profile lacks.
 
 >>> a = classify({"task_duration_us": 40.0, "aiv_scalar_ratio": 0.41, "aiv_vec_ratio": 0.2})
->>> a.bottleneck, a.evidence[0]
-('scalar-flow-control', 'scalar share 0.41 of aiv time (aiv_scalar_ratio 0.41); next vector 0.20')
+>>> a.bottleneck, a.evidence[0].split(" ≥ ")[0]
+('scalar-flow-control', 'scalar share 0.41 of aiv time (aiv_scalar_ratio 0.41)')
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from ledger.errors import InputError
 
 __all__ = [
     "FIRST_EXPERIMENTS",
+    "GPU_FIRST_EXPERIMENTS",
     "RULES_VERSION",
     "TARGET_EXCEEDS_HEADROOM",
     "Attribution",
@@ -60,6 +61,7 @@ __all__ = [
     "Thresholds",
     "classify",
     "core_kind",
+    "first_experiment",
     "floors_us",
     "headroom_flag",
 ]
@@ -118,6 +120,68 @@ FIRST_EXPERIMENTS: dict[str, str] = {
         "a mechanism"
     ),
 }
+
+GPU_FIRST_EXPERIMENTS: dict[str, str] = {
+    Bottleneck.LAUNCH_SCHEDULING: (
+        "a persistent grid (one program per SM looping over tiles) or larger tiles, so fewer "
+        "blocks are launched"
+    ),
+    Bottleneck.INSUFFICIENT_PARALLELISM: (
+        "a grid that fills the SMs: smaller tiles, or split another independent axis (split-K, "
+        "rows) until grid size is several times the SM count"
+    ),
+    Bottleneck.MEMORY_TRANSFER: (
+        "coalesced, vectorized accesses (contiguous along the fastest axis of a warp), fewer "
+        "bytes moved (fusion, a narrower dtype), or a tile order that reuses L2"
+    ),
+    Bottleneck.SCALAR_FLOW_CONTROL: (
+        "hoist index arithmetic and invariant loads out of the loop; fewer branches and "
+        "masks in the inner loop"
+    ),
+    Bottleneck.VECTOR_COMPUTE: (
+        "fuse passes or remove work algebraically; move matrix-shaped math onto tensor cores "
+        "(tl.dot)"
+    ),
+    Bottleneck.CUBE_COMPUTE: (
+        "tensor-core friendly tiles (multiples of 16 in M, N, K), a cheaper dtype (bf16, fp8), "
+        "or more pipeline stages (num_stages) to keep the tensor cores fed"
+    ),
+    Bottleneck.LATENCY: (
+        "occupancy and bytes in flight: fewer registers per thread or less shared memory per "
+        "block (more warps per SM), more independent loads per thread, fewer dependent steps"
+    ),
+    Bottleneck.UB_LIVE_SET: (
+        "smaller tiles: fewer registers per thread and less shared memory per block, so no "
+        "spills to local memory"
+    ),
+    Bottleneck.FIXED_COST: (
+        "fuse with a neighbouring kernel, or capture the sequence in a CUDA graph to remove "
+        "launch overhead"
+    ),
+    Bottleneck.AI_CPU: FIRST_EXPERIMENTS[Bottleneck.AI_CPU],
+    Bottleneck.COMMUNICATION: FIRST_EXPERIMENTS[Bottleneck.COMMUNICATION],
+    Bottleneck.DSA: FIRST_EXPERIMENTS[Bottleneck.DSA],
+    Bottleneck.UNKNOWN: (
+        "profile with ncu's SpeedOfLight, LaunchStats and Occupancy sections (--page details) "
+        "before choosing a mechanism"
+    ),
+}
+"""The first experiment of each class on a GPU (an ncu profile): the same classes, in the
+GPU's terms (SMs, warps, registers, shared memory, tensor cores, L2) instead of the Ascend
+ones (cores, MTE2/MTE3, UB, multibuffering) of `FIRST_EXPERIMENTS`."""
+
+
+def first_experiment(bottleneck: str, core: str | None) -> str:
+    """The first experiment for a class, worded for the platform the profile came from.
+
+    >>> first_experiment("memory-transfer", "gpu").startswith("coalesced")
+    True
+    >>> "MTE2/MTE3" in first_experiment("memory-transfer", "vector")
+    True
+    """
+    table = GPU_FIRST_EXPERIMENTS if core == "gpu" else FIRST_EXPERIMENTS
+    return table[Bottleneck(bottleneck)]
+
 
 TARGET_EXCEEDS_HEADROOM = "target-exceeds-headroom"
 FLOOR_ABOVE_MEASURED = "floor-above-measured"
@@ -747,7 +811,7 @@ def classify(
     return Attribution(
         bottleneck=str(winner),
         evidence=tuple(evidence),
-        first_experiment=first or FIRST_EXPERIMENTS[winner],
+        first_experiment=first or first_experiment(winner, kind),
         headroom=headroom,
         flags=tuple(flags),
         floor_us=floor,

@@ -17,6 +17,7 @@ from typing import Any
 from ledger.core import decide
 from ledger.core.events import (
     BestKernel,
+    CaseCheck,
     FileRef,
     LimitFields,
     MeasurementsRecorded,
@@ -121,10 +122,12 @@ def decide_round(
     candidate_medians: list[float] | None,
     candidate_samples: list[list[float] | None] | None = None,
     contract: int | None = None,
+    vocabulary: int | None = None,
 ) -> RoundDecided:
     """The pure part of `record`: the decision event for a round, from the run's state and
     the evidence folded from its events (profiles, timings, failed mechanisms), under the
-    contract version `contract` (None: the newest, for a new decision).
+    contract version `contract` (None: the newest, for a new decision), its mechanism entry
+    under vocabulary version `vocabulary` (None: the newest).
 
     The verifier calls this same function to re-derive every recorded decision, under the
     version it records.
@@ -208,23 +211,14 @@ def decide_round(
         )
     check = None
     if submitted.expected_signal is not None:
-        expected = submitted.expected_signal
-        verdict = decide.check_mechanism(
-            expected["metric"],
-            expected["direction"],
-            float(expected.get("min_change", 0.0)),
-            start_signals,
-            evidence.signals(candidate.sha256),
+        check = mechanism_check(
+            submitted.expected_signal,
+            [c.case_id for c in view.cases],
+            evidence,
+            run.best_kernel_sha256,
+            candidate.sha256,
         )
-        check = MechanismCheck(
-            metric=expected["metric"],
-            direction=expected["direction"],
-            min_change=float(expected.get("min_change", 0.0)),
-            best_value=verdict.best_value,
-            candidate_value=verdict.candidate_value,
-            confirmed=verdict.confirmed,
-        )
-        if verdict.confirmed is False and decision is decide.Decision.KEEP:
+        if check.confirmed is False and decision is decide.Decision.KEEP:
             flags.append("mechanism-refuted")
     mechanism = decide.mechanism_of(submitted.mechanism, submitted.change)
     retried = decide.retried_rounds(mechanism, run.needs_diagnosis, evidence.failed_mechanisms)
@@ -268,18 +262,88 @@ def decide_round(
         start_profile=start_profile,
         retried_rounds=retried,
         flags=flags,
-        mechanism_entry=mechanism_entry(mechanism, submitted.change),
+        mechanism_entry=mechanism_entry(mechanism, submitted.change, vocabulary),
     )
 
 
-def mechanism_entry(mechanism: str | None, change: str) -> MechanismEntry:
+def mechanism_entry(
+    mechanism: str | None, change: str, vocabulary: int | None = None
+) -> MechanismEntry:
     """The vocabulary entry of the round's mechanism (as the decision records it: the
     round's `mechanism`, else the parameter its `change` names) and change; the rounds row
-    holds the same two texts, so `suggest.entry_of` reads the same entry from it."""
+    holds the same two texts, so `suggest.entry_of` reads the entry from it too. Under the
+    vocabulary version `vocabulary` (a replay's, as recorded), else the newest."""
     from ledger.core import mechanisms
 
-    found = mechanisms.classify(mechanism, change)
-    return MechanismEntry(entry=found.entry, vocabulary=mechanisms.VERSION, source=found.source)
+    version = mechanisms.VERSION if vocabulary is None else vocabulary
+    found = mechanisms.classify(mechanism, change, version)
+    return MechanismEntry(entry=found.entry, vocabulary=version, source=found.source)
+
+
+def mechanism_check(
+    expected: dict[str, Any],
+    case_ids: Sequence[str],
+    evidence: RunEvidence,
+    best_sha256: str,
+    candidate_sha256: str,
+) -> MechanismCheck:
+    """The check of the signal a round expected to move (pure).
+
+    Where either kernel has profiles that named their case, each case the candidate was
+    profiled on is compared with the best kernel's profile of that same case, never with
+    another case's: confirmed when every compared case moved as expected, refuted when one
+    did not, unknown when no case has a profile on both sides. Otherwise the latest profile
+    of each kernel is compared, as before cases were profiled (a replay of those rounds
+    re-derives the same check)."""
+    metric, direction = expected["metric"], expected["direction"]
+    min_change = float(expected.get("min_change", 0.0))
+    best_cases = evidence.case_signals(best_sha256)
+    cand_cases = evidence.case_signals(candidate_sha256)
+    if not best_cases and not cand_cases:
+        verdict = decide.check_mechanism(
+            metric,
+            direction,
+            min_change,
+            evidence.signals(best_sha256),
+            evidence.signals(candidate_sha256),
+        )
+        return MechanismCheck(
+            metric=metric,
+            direction=direction,
+            min_change=min_change,
+            best_value=verdict.best_value,
+            candidate_value=verdict.candidate_value,
+            confirmed=verdict.confirmed,
+        )
+    checks = []
+    for case in case_ids:
+        if case not in cand_cases:
+            continue
+        verdict = decide.check_mechanism(
+            metric, direction, min_change, best_cases.get(case), cand_cases[case]
+        )
+        checks.append(
+            CaseCheck(
+                case_id=case,
+                best_value=verdict.best_value,
+                candidate_value=verdict.candidate_value,
+                confirmed=verdict.confirmed,
+            )
+        )
+    compared = [c for c in checks if c.confirmed is not None]
+    confirmed = None if not compared else all(c.confirmed for c in compared)
+    shown = next((c for c in compared if c.confirmed is False), None)
+    shown = shown or (compared[0] if compared else checks[0] if checks else None)
+    return MechanismCheck(
+        metric=metric,
+        direction=direction,
+        min_change=min_change,
+        best_value=shown.best_value if shown else None,
+        candidate_value=shown.candidate_value if shown else None,
+        confirmed=confirmed,
+        case_id=shown.case_id if shown else None,
+        cases=checks,
+    )
 
 
 SAMPLES_NOT_FOUND = "samples-file-not-found"
@@ -414,6 +478,7 @@ def profile_event(
     kernel_name: str | None = None,
     notes: list[str] | None = None,
     shapes: list[tuple[str, int, float, dict[str, float]]] | None = None,
+    case_id: str | None = None,
 ) -> ProfileRecorded:
     """A profile event with its bottleneck attribution (pure). The attribution records the
     rules version, the core type it routed on, every note the reader made, and, where the
@@ -458,4 +523,5 @@ def profile_event(
             "flags": list(attribution.flags),
             **extra,
         },
+        case_id=case_id,
     )

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from ledger.core.decide import known_version
+from ledger.core.mechanisms import known as known_vocabulary
 from ledger.integrity.hashing import canonical
 
 # (No `from __future__ import annotations` here: pydantic reads these annotations as the
@@ -223,16 +224,35 @@ class BestKernel(BaseModel):
     medians_us: list[float]
 
 
-class MechanismCheck(BaseModel):
-    """Did the profiler signal the round named move the way it said, by enough?"""
+class CaseCheck(BaseModel):
+    """The mechanism check on one case: the best kernel's and the candidate's profile of
+    that same case."""
 
     model_config = _CONFIG
+    case_id: str
+    best_value: float | None
+    candidate_value: float | None
+    confirmed: bool | None
+
+
+class MechanismCheck(_OmitsUnset):
+    """Did the profiler signal the round named move the way it said, by enough?
+
+    Where either kernel has profiles of named cases, the check is made case by case, each
+    case against the same case (`cases`); `case_id` names the case whose values are the
+    top-level ones. Both are present only then, so a check made before cases were profiled
+    serializes exactly as it did."""
+
+    model_config = _CONFIG
+    OMITTED: ClassVar[tuple[str, ...]] = ("case_id", "cases")
     metric: str
     direction: Literal["increase", "decrease"]
     min_change: float
     best_value: float | None
     candidate_value: float | None
     confirmed: bool | None
+    case_id: str | None = None
+    cases: list[CaseCheck] | None = None
 
 
 class StartProfile(BaseModel):
@@ -253,6 +273,11 @@ class MechanismEntry(BaseModel):
     entry: str
     vocabulary: int
     source: str | None
+
+    @field_validator("vocabulary")
+    @classmethod
+    def _known_vocabulary(cls, version: int) -> int:
+        return known_vocabulary(version)
 
 
 class _UnderContract(Event):
@@ -360,10 +385,15 @@ class RunReopened(Event):
 
 
 class ProfileRecorded(Event):
-    """Profiler output for one kernel of the run, normalized to signals and attributed."""
+    """Profiler output for one kernel of the run, normalized to signals and attributed.
+
+    `subject` "candidate" is a profile of a candidate before its round was recorded (its
+    round joins it by the kernel's sha256). `case_id` is the planned case the profile ran,
+    present only when named, so every profile recorded before the field existed serializes
+    exactly as it did."""
 
     event_type: ClassVar[str] = "ProfileRecorded"
-    subject: Literal["baseline", "round", "kernel"]
+    subject: Literal["baseline", "round", "kernel", "candidate"]
     round: int | None
     kernel_sha256: str
     origin: Literal["file", "round-result"]
@@ -374,6 +404,14 @@ class ProfileRecorded(Event):
     files: list[FileRef] = []
     aggregation: str = ""
     attribution: dict[str, Any] | None = None
+    case_id: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_no_case(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("case_id") is None:
+            data.pop("case_id", None)
+        return data
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

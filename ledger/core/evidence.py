@@ -49,6 +49,8 @@ def _samples(measurements: list[Measurement]) -> Samples:
 @dataclass
 class RunEvidence:
     profiles: dict[str, ProfileRecorded] = field(default_factory=dict)
+    # the latest profile of each (kernel, planned case) where the profile named its case
+    case_profiles: dict[tuple[str, str], ProfileRecorded] = field(default_factory=dict)
     measured: dict[int, MeasurementsRecorded] = field(default_factory=dict)
     failed_mechanisms: dict[str, list[int]] = field(default_factory=dict)
     statistics: dict | None = None
@@ -74,6 +76,8 @@ class RunEvidence:
             self.latest[event.kernel_sha256] = now
         elif isinstance(event, ProfileRecorded):
             self.profiles[event.kernel_sha256] = event
+            if event.case_id is not None:
+                self.case_profiles[(event.kernel_sha256, event.case_id)] = event
         elif isinstance(event, MeasurementsRecorded):
             self.measured[event.round] = event
             self.latest[event.kernel_sha256] = _samples(event.measurements)
@@ -92,6 +96,7 @@ class RunEvidence:
         return replace(
             self,
             profiles={k: p for k, p in self.profiles.items() if k in scope.kernels},
+            case_profiles={k: p for k, p in self.case_profiles.items() if k[0] in scope.kernels},
             measured={r: m for r, m in self.measured.items() if r == scope.best_round},
             failed_mechanisms=(
                 {m: list(r) for m, r in self.failed_mechanisms.items()} if scope.failures else {}
@@ -103,6 +108,15 @@ class RunEvidence:
     def signals(self, kernel_sha256: str) -> dict[str, float] | None:
         profile = self.profiles.get(kernel_sha256)
         return dict(profile.signals) if profile else None
+
+    def case_signals(self, kernel_sha256: str) -> dict[str, dict[str, float]]:
+        """The signals of the kernel's latest profile of each case, by case id (only the
+        profiles that named their case)."""
+        return {
+            case: dict(p.signals)
+            for (kernel, case), p in self.case_profiles.items()
+            if kernel == kernel_sha256
+        }
 
     def bottleneck(self, kernel_sha256: str) -> str | None:
         profile = self.profiles.get(kernel_sha256)

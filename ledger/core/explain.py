@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.core.aa import DRIFT_PAIRS_RULE, MIN_DRIFT_PAIRS
 from ledger.core.bottleneck import FLOOR_ABOVE_MEASURED, MIXED, TARGET_EXCEEDS_HEADROOM, Bottleneck
 from ledger.core.controller import SAMPLES_NOT_FOUND, SOURCE_NOT_SAMPLES
 from ledger.core.decide import Objective, contract, weighted_improvement
@@ -36,9 +37,9 @@ from ledger.core.stats import FLAG_DRIFT_UNESTIMATED
 # drift estimate (statistics.drift_flags) and on a profile's attribution (attribution.flags).
 GLOSSARY: dict[str, str] = {
     FLAG_DRIFT_UNESTIMATED: (
-        "Fewer than two A/A remeasure pairs of one kernel were recorded, so session-to-session "
-        "drift could not be estimated; the bootstrap used only within-session noise (drift 0). "
-        "Record `kernel-ledger noise` remeasures of the best kernel to estimate it."
+        f"Session-to-session drift is not estimated: {DRIFT_PAIRS_RULE}, and the run has fewer; "
+        "the bootstrap used only within-session noise (drift 0). Record `kernel-ledger noise` "
+        "remeasures of the best kernel to estimate it."
     ),
     "remeasure-advised": (
         "The round was kept, but its improvement I is within twice the larger of the noise "
@@ -205,7 +206,10 @@ def _bootstrap_words(stats: dict[str, Any]) -> dict[str, str]:
     if stats.get("drift_estimated"):
         drift = f" (drift sigma {sigma * 100:.2f}% from {_aa_pairs(pairs)} widened it)"
     elif stats:
-        drift = " (drift unestimated: no A/A pairs to widen it)"
+        drift = (
+            f" (drift unestimated: {_aa_pairs(pairs or 0)} usable, {MIN_DRIFT_PAIRS} needed to "
+            "widen it)"
+        )
     else:
         drift = ""
     return {

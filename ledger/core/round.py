@@ -17,6 +17,7 @@ changed here changes everywhere at once:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledger.core.controller import attribution_settings, decide_round, profile_event
@@ -24,6 +25,7 @@ from ledger.core.events import (
     Event,
     Measurement,
     MeasurementsRecorded,
+    ProfileRecorded,
     RoundDecided,
     RoundSubmitted,
     RunPlanned,
@@ -151,6 +153,11 @@ def decision(
             else None
         ),
         contract=None if recorded is None else recorded.contract,
+        vocabulary=(
+            recorded.mechanism_entry.vocabulary
+            if recorded is not None and recorded.mechanism_entry is not None
+            else None
+        ),
     )
 
 
@@ -171,10 +178,13 @@ def round_events(
     validation: ValidationLinked,
     measurements: list[Measurement] | None,
     vocabulary: bool = True,
+    profiles: Sequence[ProfileRecorded] = (),
 ) -> DecidedRound:
     """The events of an admitted round, in the order they are appended: the submission, its
     validation, the candidate's measurements (when validation passed), the profile its
-    result carried (when it named profiler signals) and the decision on all of them.
+    result carried (when it named profiler signals), the profiles of its candidate read
+    from the files the round result named (`profiles`, read by the caller) and the decision
+    on all of them.
 
     `view` is the run before the round and `evidence` the run's evidence before it; each
     event returned is folded into `evidence` as it is made, the decision last. Without
@@ -203,6 +213,7 @@ def round_events(
                 signals=dict(submitted.profiler_signals),
             )
         )
+    events.extend(profiles)
     for event in events:
         evidence.apply(event)
     decided = decision(view, submitted, evidence, measurements)

@@ -55,10 +55,12 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
+from ledger.core.aa import DRIFT_PAIRS_RULE, MIN_DRIFT_PAIRS  # noqa: F401 (re-exported)
 from ledger.core.decide import (
     CONTRACTS,
     Decision,
@@ -73,7 +75,11 @@ METHOD_SMOOTHED = "bootstrap-median-order-statistics-smoothed/v2"  # bootstrap "
 BOOTSTRAPS = ("plain", "smoothed")
 RECORDED_DEFAULT_BOOTSTRAP = "plain"  # what a recorded configuration without the key meant
 SEED_DOMAIN = b"kernel-ledger/statistics/v1"
-MIN_DRIFT_PAIRS = 5
+DEFAULT_ASSUMED_DRIFT = 0.02
+"""statistics.assumed_drift's default: the sd of I between two sessions assumed when the two
+sides of a decision come from different sessions and the run has no drift estimate. 2%: the
+H200 campaign's best kernel ran 1.9% faster in one session than in another (another GPU)."""
+OPTIONAL_SETTINGS = ("sequential", "assumed_drift")
 REMEASURE_FACTOR = 2.0
 FLAG_DRIFT_UNESTIMATED = "drift_unestimated"
 
@@ -129,8 +135,21 @@ class StatisticsConfig:
     alpha: float = 0.05
     regression_quantile: float = 0.80
     bootstrap: str = "smoothed"
+    sequential: Any = None  # a SequentialConfig (ledger/core/sequential.py) or None
+    assumed_drift: float | None = None  # None: DEFAULT_ASSUMED_DRIFT where drift is needed
 
     def __post_init__(self) -> None:
+        if self.sequential is not None:
+            from ledger.core.sequential import SequentialConfig
+
+            if not isinstance(self.sequential, SequentialConfig):
+                object.__setattr__(
+                    self, "sequential", SequentialConfig.from_mapping(self.sequential)
+                )
+        if self.assumed_drift is not None:
+            object.__setattr__(
+                self, "assumed_drift", _open_interval("assumed_drift", self.assumed_drift, 0.0, 1.0)
+            )
         _integer_field("min_samples", self.min_samples, low=3, high=None)
         _integer_field("resamples", self.resamples, low=100, high=100_000)
         object.__setattr__(self, "alpha", _open_interval("alpha", self.alpha, 0.0, 0.5))
@@ -182,7 +201,20 @@ class StatisticsConfig:
         return {**dict(mapping or {}), "bootstrap": config.bootstrap}
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The settings as JSON; `sequential` and `assumed_drift` only where they are set
+        (decisions recorded before they existed keep their bytes)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in OPTIONAL_SETTINGS:
+            if out[key] is None:
+                del out[key]
+        if self.sequential is not None:
+            out["sequential"] = self.sequential.to_dict()
+        return out
+
+    @property
+    def drift_assumed(self) -> float:
+        """The drift a decision across sessions assumes without an estimate."""
+        return DEFAULT_ASSUMED_DRIFT if self.assumed_drift is None else self.assumed_drift
 
     @property
     def smoothed(self) -> bool:
@@ -464,6 +496,18 @@ def _medians(
 
 
 # ------------------------------------------------------------------------- drift
+
+
+FLAG_REMEASURE = "remeasure-advised"
+REMEASURE_ACROSS_SESSIONS = "measure the best kernel in the candidate's session"
+
+
+def clears_drift(improvement: float, sigma: float, alpha: float, noise_floor: float) -> bool:
+    """Whether a KEEP decided on medians whose two sides come from different sessions clears
+    the drift sigma: I - z_(1-alpha) * sigma > noise_floor (the same test the bootstrap makes
+    with its drift draws, for a side with no samples)."""
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    return improvement - z * sigma > noise_floor
 
 
 @dataclass(frozen=True, slots=True)

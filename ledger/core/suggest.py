@@ -47,14 +47,19 @@ adds its gain, up to 0.5, on top)."""
 FAILED = ("FAIL", "DISCARD")
 """The decisions that make a round part of a failure signature."""
 
+# (family, its class, the pattern of op names in it), most specific first
 _OP_FAMILIES = (
-    ("attention", r"attn|attention|flash|sdpa"),
-    ("matmul", r"matmul|gemm|mm\b|linear|bmm|dot"),
-    ("softmax", r"softmax"),
-    ("normalization", r"norm"),
-    ("reduction", r"reduc|sum|mean|max|min|argmax|cumsum|scan|variance|\bvar\b"),
-    ("embedding", r"rope|rotary|embed"),
-    ("elementwise", r"add|mul|gelu|silu|relu|swiglu|geglu|sigmoid|tanh|elementwise|act|dropout"),
+    ("attention", "contraction", r"attn|attention|flash|sdpa"),
+    ("matmul", "contraction", r"matmul|gemm|mm\b|linear|bmm|dot"),
+    ("softmax", "row-wise", r"softmax|entropy|logsumexp|\blse\b"),
+    ("normalization", "row-wise", r"norm"),
+    ("reduction", "row-wise", r"reduc|sum|mean|max|min|argmax|cumsum|scan|variance|\bvar\b"),
+    ("data-movement", "streaming", r"transpose|permute|copy|gather|scatter|embed|index|concat"),
+    (
+        "elementwise",
+        "streaming",
+        r"add|mul|gelu|silu|relu|swiglu|geglu|sigmoid|tanh|elementwise|act|dropout",
+    ),
 )
 
 
@@ -66,10 +71,22 @@ def op_family(op_name: str) -> str:
     ('normalization', 'softmax', 'foo')
     """
     name = op_name.lower()
-    for family, pattern in _OP_FAMILIES:
+    for family, _, pattern in _OP_FAMILIES:
         if re.search(pattern, name):
             return family
     return name
+
+
+def op_class(op_name: str) -> str:
+    """The class of an op's family: "row-wise" (softmax, normalizations, reductions),
+    "contraction" (matmul, attention), "streaming" (elementwise, data movement); the name
+    itself when no family matches.
+
+    >>> op_class("cross_entropy"), op_class("gemm"), op_class("transpose")
+    ('row-wise', 'contraction', 'streaming')
+    """
+    family = op_family(op_name)
+    return next((c for f, c, _ in _OP_FAMILIES if f == family), family)
 
 
 def platform_family(soc: str) -> str:
@@ -157,6 +174,9 @@ def likeness(target: Target, run: RunView, row: RoundRow) -> Likeness:
     elif op_family(run.run.op_name) == op_family(target.op_name):
         parts["op"] = 0.7
         reasons.append(f"same op family {op_family(target.op_name)}")
+    elif op_class(run.run.op_name) == op_class(target.op_name):
+        parts["op"] = 0.4
+        reasons.append(f"same op class {op_class(target.op_name)}")
     if run.run.soc == target.soc:
         parts["platform"] = 1.0
         reasons.append(f"same platform {target.soc}")
@@ -239,8 +259,9 @@ class Suggestions:
 
 
 def entry_of(row: RoundRow) -> str:
-    """The vocabulary entry of a round row: classified from its mechanism and change, as
-    the decision records it under vocabulary version 1 (`RoundDecided.mechanism_entry`)."""
+    """The vocabulary entry of a round row: classified from its mechanism and change under
+    the newest vocabulary version (the decision records the entry of its own time,
+    `RoundDecided.mechanism_entry`; a newer version reads every round alike)."""
     return mechanisms.classify(row.mechanism, row.change).entry
 
 
@@ -254,11 +275,14 @@ def suggest(
     *,
     limit: int = 5,
     signature_limit: int = 5,
+    tried_last: bool = True,
 ) -> Suggestions:
     """Mechanism entries ranked by their evidence in the rounds of `history` that resemble
     the target (the target's own run is left out of `history`), at most `limit`; and the
     failure signatures, at most `signature_limit`: entries that failed validation or were
-    discarded in similar runs, most failing runs first."""
+    discarded in similar runs, most failing runs first. With `tried_last`, an entry this run
+    already tried without a KEEP ranks after every entry it has not tried (what to try next
+    is what has not been tried; the benchmark also measures the ranking without it)."""
     others = [v for v in history if v.run.run_id != target.run_id]
     newest = sorted({max((r.recorded_at for r in v.rounds), default="") for v in others})
     rank_of = {at: i for i, at in enumerate(newest)}
@@ -287,7 +311,7 @@ def suggest(
             _ranked(entry, items, tried_here.get(entry, []), nearest)
             for entry, items in evidence.items()
         ),
-        key=lambda r: (-r.score, r.entry),
+        key=lambda r: (tried_last and _tried_unkept(r), -r.score, r.entry),
     )
     signatures = sorted(
         (s for s in (_signature(e, items) for e, items in evidence.items()) if s is not None),
@@ -333,6 +357,10 @@ def _behind(row: RoundRow, like: Likeness) -> Behind:
         mechanism=row.mechanism,
         change=row.change,
     )
+
+
+def _tried_unkept(r: Ranked) -> bool:
+    return bool(r.tried_here) and all(d != "KEEP" for _, d in r.tried_here)
 
 
 def weight(similarity: float, nearest: float) -> float:

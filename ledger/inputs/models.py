@@ -19,7 +19,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticUndefined
 
 from ledger.errors import CoverageError, InputError, InputProblems
@@ -362,6 +369,29 @@ class MeasurementIn(_Open):
         return self
 
 
+class SessionIn(_Open):
+    """Where and when a set of measurements was taken (the harness writes it)."""
+
+    id: Name = Field(description="The session's id: the same id means the same session.")
+    device: Text | None = Field(
+        default=None, description="The device measured on, e.g. the GPU's uuid (text)."
+    )
+    host: Text | None = Field(default=None, description="The host's name (text).")
+    started_at: Text | None = Field(
+        default=None, description="When the session started (RFC 3339 UTC text)."
+    )
+
+
+def different_sessions(first: SessionIn | None, second: SessionIn | None) -> bool:
+    """Whether two measurement sets are known to come from different sessions: both name
+    a session, and the ids (or, where both name one, the devices) differ."""
+    if first is None or second is None:
+        return False
+    if first.id != second.id:
+        return True
+    return first.device is not None and second.device is not None and first.device != second.device
+
+
 def check_measurements(
     rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
 ) -> dict[str, MeasurementIn]:
@@ -508,6 +538,24 @@ class ExpectedSignal(_Closed):
     )
 
 
+class ProfileRef(_Closed):
+    """A profile of the round's candidate: the profiler's file or folder (relative to the
+    round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
+    holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
+
+    file: Text = described(
+        meaning="The profiler's output file or folder (msprof op folder, op_summary, "
+        "kernel_details, ncu CSV or a JSON signal map), relative to the round result's folder "
+        "unless absolute.",
+        example="profiles/round-1.csv",
+    )
+    kernel: Text | None = described(None, "Which kernel's rows, where the profile holds several.")
+    case: Name | None = described(None, "The planned case the profile ran.")
+    shape: Text | None = described(
+        None, "Which input shape or ncu launch size to attribute, where it ran with several."
+    )
+
+
 class RoundResult(_Open):
     """One round, as `record` takes it. Keys it does not know are kept verbatim."""
 
@@ -541,6 +589,11 @@ class RoundResult(_Open):
         None,
         "The candidate's profile as a signal map (name -> number), recorded with the round "
         "for its mechanism check.",
+    )
+    profile: ProfileRef | list[ProfileRef] | None = described(
+        None,
+        "The candidate's profile file(s), ingested and attributed with the round so that its "
+        "mechanism check is decided at record; one entry or a list (one per case).",
     )
     mechanism: Name | None = described(
         None, "The primary mechanism the change works on (history groups rounds by it)."
@@ -579,6 +632,13 @@ class DecideInput(_Closed):
     )
     drift_sigma: NonNegative | None = described(
         None, "Session drift estimated from A/A pairs; default: not estimated.", unit="fraction"
+    )
+    session: SessionIn | None = described(None, "Where and when the candidate was measured.")
+    best_session: SessionIn | None = described(None, "Where and when the best kernel was measured.")
+    reference: list[MeasurementIn] | None = described(
+        None,
+        "The best kernel remeasured in the candidate's session, one row per case, where the "
+        "sessions differ (docs/statistics.md).",
     )
 
 

@@ -19,6 +19,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ledger.errors import InputError, LedgerError
+from ledger.store.history import utc_bound
+from ledger.text import display
 
 PAGE = 50
 MAX_PAGE = 500
@@ -30,6 +32,8 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
+MAX_NUMBER = 2**53 - 1
+"""The largest number a query parameter takes (the ledger's integers are RFC 8785-safe)."""
 STATUSES = ("open", "concluded", "passed", "failed", "inconclusive")
 
 
@@ -118,19 +122,30 @@ class Reader:
 
     def kernels(self, run_id: str) -> dict[int, tuple[str, str]]:
         """Round -> (sha256, path) of each kernel the run stored: 0 the original."""
+        return self._kernels(run_id)[0]
+
+    def parents(self, run_id: str) -> dict[int, int]:
+        """Round -> the round whose kernel it started from (its parent_kernel_sha256: the
+        best kernel then, 0 the original), which the round's diff compares it with."""
+        return self._kernels(run_id)[1]
+
+    def _kernels(self, run_id: str) -> tuple[dict[int, tuple[str, str]], dict[int, int]]:
         from ledger.core.events import RoundSubmitted, RunPlanned
 
         self._known(run_id)
         with self.store.transaction() as conn:
             stored = self.store.read_stream(conn, run_id, types=("RunPlanned", "RoundSubmitted"))
         out: dict[int, tuple[str, str]] = {}
+        parents: dict[int, int] = {}
         for record in stored:
             event = record.event()
             if isinstance(event, RunPlanned):
                 out[0] = (event.kernel.sha256, event.kernel.path)
             elif isinstance(event, RoundSubmitted):
+                earlier = [n for n in out if out[n][0] == event.parent_kernel_sha256]
+                parents[event.round] = max(earlier, default=0)
                 out[event.round] = (event.candidate.sha256, event.candidate.path)
-        return out
+        return out, parents
 
     def diff(self, run_id: str, a: int, b: int) -> dict[str, Any]:
         kernels = self.kernels(run_id)
@@ -247,8 +262,165 @@ class Reader:
 # --- the application -------------------------------------------------------------------
 
 
-def create_app(url: str) -> Any:
-    """The Starlette application over the ledger at `url`, opened read-only."""
+# --- safe to leave running ---------------------------------------------------------------
+
+HEADER_TIMEOUT_S = 10.0
+"""A connection must deliver a request's whole header within this many seconds of opening
+(or of the previous answer), however slowly it trickles in, or it is closed."""
+IDLE_TIMEOUT_S = 5
+"""A kept-alive connection with no new request is closed after this many seconds."""
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def connection_limit() -> int:
+    """How many connections are served at once: well below this process's descriptor limit
+    (which the ledger's files, the log and the listening socket also need), at most 1024."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 4096
+    return max(8, min(1024, soft - 64, soft // 2))
+
+
+def allowed_hosts(bind: str, extra: Any = ()) -> frozenset[str]:
+    """The names a request's Host header may carry: this machine's loopback names, the
+    address the server is bound to (unless a wildcard) and each `--allow-host`."""
+    names = {*LOOPBACK, *(h.strip().lower().strip("[]") for h in extra)}
+    if bind.strip("[]") not in WILDCARDS:
+        names.add(bind.strip("[]").lower())
+    return frozenset(n for n in names if n)
+
+
+def host_name(header: str) -> str:
+    """The host of a Host header, without its port: `[::1]:8000` is `::1`."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+class Guarded:
+    """ASGI middleware in front of the view: the security headers on every answer (those of
+    Starlette's own 404 and 405 included), and, when `hosts` is given, a request whose Host
+    header names another host (a DNS-rebinding page in a browser) refused with 400."""
+
+    def __init__(self, app: Any, hosts: frozenset[str] | None) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_guarded(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                for name, value in HEADERS.items():
+                    if name.lower().encode() not in present:
+                        headers.append((name.lower().encode(), value.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        if self.hosts is not None:
+            given = [v for k, v in scope.get("headers", []) if k == b"host"]
+            host = given[0].decode("latin-1") if len(given) == 1 else ""
+            if host_name(host) not in self.hosts:
+                body = (
+                    "Error: this server answers only requests for "
+                    f"{', '.join(sorted(self.hosts))}; start it with --allow-host NAME to "
+                    "add the name used here\n"
+                ).encode()
+                await send_guarded(
+                    {
+                        "type": "http.response.start",
+                        "status": 400,
+                        "headers": [
+                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send_guarded)
+
+
+def guarded_protocol(limit: int, header_timeout: float = HEADER_TIMEOUT_S) -> type:
+    """uvicorn's HTTP/1.1 protocol with the limits a server left running needs: at most
+    `limit` connections (one more is closed at once, before it costs more than its
+    descriptor), and a request header that has not arrived whole within `header_timeout`
+    seconds closes its connection (a client sending one byte at a time included)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedProtocol(H11Protocol):
+        header_task: Any = None
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            if len(self.connections) >= limit:
+                transport.abort()
+                return
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            if self.header_task is not None:
+                self.header_task.cancel()
+            self.header_task = self.loop.call_later(header_timeout, self._header_late)
+
+        def _header_late(self) -> None:
+            self.header_task = None
+            waiting = self.cycle is None or self.cycle.response_complete
+            if waiting and self.conn.their_state in (h11.IDLE, h11.DONE):
+                self.transport.close()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.header_task is not None:
+                self.header_task.cancel()
+                self.header_task = None
+            if self.transport is None:  # refused in connection_made
+                return
+            super().connection_lost(exc)
+
+    return GuardedProtocol
+
+
+def server_config(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    limit: int | None = None,
+    header_timeout: float = HEADER_TIMEOUT_S,
+) -> Any:
+    """The uvicorn configuration `serve` runs: the guarded protocol, the idle timeout, and
+    a log that says nothing of a client's behaviour (bad requests, dropped connections)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=guarded_protocol(connection_limit() if limit is None else limit, header_timeout),
+        timeout_keep_alive=IDLE_TIMEOUT_S,
+        log_level="error",
+        access_log=False,
+        lifespan="on",
+    )
+
+
+def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
+    """The Starlette application over the ledger at `url`, opened read-only, behind
+    `Guarded` (security headers on every answer; with `hosts`, the Host header checked)."""
     from starlette.applications import Starlette
     from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
@@ -292,17 +464,21 @@ def create_app(url: str) -> Any:
         value = request.query_params.get(name)
         return value if value not in (None, "") else default
 
-    def number(request, name: str, default: int, *, low: int = 0, high: int | None = None) -> int:
+    def number(request, name: str, default: int, *, low: int = 0, high: int = MAX_NUMBER) -> int:
         value = arg(request, name)
         if value is None:
             return default
-        try:
-            parsed = int(value)
-        except ValueError:
-            raise InputError(f"{name} must be a whole number, not {value!r}") from None
-        if parsed < low or (high is not None and parsed > high):
-            raise InputError(f"{name} must be between {low} and {high}, not {parsed}")
+        shown = display(value[:40] + ("…" if len(value) > 40 else ""))
+        if len(value) > 20 or not value.strip().lstrip("+-").isdigit():
+            raise InputError(f"{name} must be a whole number from {low} to {high}, not {shown!r}")
+        parsed = int(value)
+        if not low <= parsed <= high:
+            raise InputError(f"{name} must be a whole number from {low} to {high}, not {shown}")
         return parsed
+
+    def when(request, name: str) -> str | None:
+        value = arg(request, name)
+        return None if value is None else utc_bound(value, name)
 
     def required(request, name: str) -> str:
         value = arg(request, name)
@@ -334,10 +510,11 @@ def create_app(url: str) -> Any:
 
     # one run
     def run_links(run_id: str, best: int) -> dict[str, Any]:
+        parents = reader.parents(run_id)
         return {
             "events": link("/events", run=run_id),
             "diff": link("/diff", run=run_id, a=0, b=best),
-            "round_diff": lambda n: link("/diff", run=run_id, a=max(0, n - 1), b=n),
+            "round_diff": lambda n: link("/diff", run=run_id, a=parents.get(n, 0), b=n),
             "checkpoints": "/checkpoints",
         }
 
@@ -498,8 +675,8 @@ def create_app(url: str) -> Any:
             bottleneck=given["bottleneck"],
             mechanism=given["mechanism"],
             search=given["search"],
-            since=given["since"],
-            until=given["until"],
+            since=when(request, "since"),
+            until=when(request, "until"),
             limit=number(request, "limit", PAGE, low=1, high=MAX_PAGE),
             after=after,
         )
@@ -598,6 +775,8 @@ def create_app(url: str) -> Any:
         yield
         store.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    inner = Starlette(routes=routes, lifespan=lifespan)
+    app = Guarded(inner, hosts)
+    app.state, app.routes = inner.state, inner.routes
     app.state.store = store
     return app

@@ -13,6 +13,7 @@ from ledger.inputs.models import (
     DecideInput,
     MeasurementIn,
     check_measurements,
+    different_sessions,
     explain,
 )
 from ledger.integrity.hashing import canonical
@@ -54,17 +55,26 @@ def _side(rows: list[MeasurementIn], planned: list[str], field: str, where: str)
 
 
 def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
-    """The decision, I, R and the evidence for one input object."""
+    """The decision, I, R and the evidence for one input object.
+
+    With `reference` (the best kernel measured interleaved with the candidate in its
+    session) the candidate is compared with the reference, not with `best`. Without one, when
+    `session` and `best_session` name different sessions, a KEEP must clear the drift
+    (`drift_sigma`, else `statistics.assumed_drift`) or it is NOISE, remeasure advised."""
+    from ledger.core import stats
+
     planned = [c.id for c in item.cases]
     weights = [c.weight for c in item.cases]
-    objective = decide.Objective(
-        item.objective.target_relative_improvement,
-        item.objective.min_relative_improvement,
-        item.objective.noise_floor,
-        item.objective.max_case_regression,
-    )
-    best, best_samples = _side(item.best, planned, "best", where)
+    objective = decide.Objective.of(item.objective)
+    config = stats.StatisticsConfig.from_mapping(item.statistics)
+    paired = item.reference is not None
+    best_rows = item.reference if item.reference is not None else item.best
+    best, best_samples = _side(best_rows, planned, "reference" if paired else "best", where)
     cand, cand_samples = _side(item.candidate, planned, "candidate", where)
+    across = not paired and different_sessions(item.best_session, item.session)
+    drift = item.drift_sigma
+    if across and drift is None:
+        drift = config.drift_assumed
     improvement = decide.weighted_improvement(weights, best, cand)
     regression = decide.worst_regression(best, cand)
     contract = decide.contract_decision(improvement, regression, objective)
@@ -76,10 +86,44 @@ def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
         "evidence": "medians",
         "statistics": None,
     }
-    if all(s is not None for s in (*best_samples, *cand_samples)):
-        from ledger.core import stats
+    if paired or item.session is not None or item.best_session is not None:
+        out["sides"] = "reference" if paired else ("different-sessions" if across else "best")
+    flags: list[str] = []
+    sampled = all(s is not None for s in (*best_samples, *cand_samples))
+    if config.sequential is not None:
+        if not sampled:
+            raise InputError(
+                f"{where}: statistics.sequential needs samples_us for every case on both sides"
+            )
+        from ledger.core import sequential
 
-        config = stats.StatisticsConfig.from_mapping(item.statistics)
+        outcome = sequential.sequential_decision(
+            weights=weights,
+            best_samples=best_samples,
+            cand_samples=cand_samples,
+            paired=paired,
+            objective=objective,
+            config=config,
+            sequential=config.sequential,
+            context=canonical(
+                {
+                    "objective": item.objective.model_dump(mode="json"),
+                    "cases": [c.model_dump(mode="json") for c in item.cases],
+                }
+            ),
+            drift_sigma=drift or 0.0,
+        )
+        out.update(
+            decision=outcome.decision.value,
+            evidence="samples",
+            statistics=outcome.evidence,
+            settled=outcome.settled,
+            repeats_used=outcome.repeats_used,
+        )
+        if not outcome.settled:
+            out["more_repeats"] = outcome.more_repeats
+        final = outcome.decision
+    elif sampled:
         seed = stats.derive_seed(canonical(item.model_dump(mode="json")))
         outcome = stats.noise_aware_decision(
             contract=contract,
@@ -89,13 +133,29 @@ def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
             objective=objective,
             config=config,
             seed=seed,
-            drift_sigma=item.drift_sigma or 0.0,
+            drift_sigma=drift or 0.0,
             drift_estimated=item.drift_sigma is not None,
             best_medians=best,
             cand_medians=cand,
         )
         out["statistics"] = outcome.evidence
+        final = contract
         if outcome.evidence["kind"] == "samples":
             out["decision"] = outcome.decision.value
             out["evidence"] = "samples"
+            final = outcome.decision
+    else:
+        final = contract
+        if across and contract is decide.Decision.KEEP:
+            assert drift is not None
+            if not stats.clears_drift(improvement, drift, config.alpha, objective.noise_floor):
+                final = decide.Decision.NOISE
+                out["decision"] = final.value
+    if across and contract is decide.Decision.KEEP and final is not decide.Decision.KEEP:
+        flags.append(stats.FLAG_REMEASURE)
+        out["advice"] = stats.REMEASURE_ACROSS_SESSIONS
+    if across:
+        out["drift_sigma"] = drift
+    if flags:
+        out["flags"] = flags
     return out

@@ -113,6 +113,12 @@ class RecordResult:
     dry_run: bool = False  # checked and decided, nothing written
 
 
+@dataclass(frozen=True)
+class ProfileResult:
+    event: ProfileRecorded  # as appended, or as recorded before (`already_recorded`)
+    already_recorded: bool = False
+
+
 class Writes(Session):
     """The use cases that append, one method each."""
 
@@ -174,6 +180,7 @@ class Writes(Session):
         check: Callable[[Sequence[Event]], None] | None = None,
         dry_run: bool = False,
         strict: bool = False,
+        vocabulary: bool = True,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
         paths in the round result resolve against `base_dir` (default: the working
@@ -182,7 +189,8 @@ class Writes(Session):
         A concluded run accepts no rounds, unless `reopen` gives the reason to take one
         anyway (as the JSON-file controller does): then RunReopened goes before the round,
         in the same append, so a refused round leaves the run concluded. `check`, a caller's
-        own rule, sees the events about to be appended and raises to refuse them. With
+        own rule, sees the events about to be appended and raises to refuse them. Without
+        `vocabulary` the decision records no mechanism entry (`round.round_events`). With
         `dry_run`, check and decide but write nothing; with `strict`, a near-miss key refuses
         the round result."""
         base = base_folder(base_dir)
@@ -210,6 +218,9 @@ class Writes(Session):
         validation, measured = checked_round(
             result, result_path, candidate, view, "measurements", base=base
         )
+        profiles, blobs = self._round_profiles(
+            result, result_path.parent, plan, view, candidate.ref.sha256
+        )
         outcome = round_events(
             view=view,
             evidence=evidence,
@@ -219,12 +230,14 @@ class Writes(Session):
             ),
             validation=validation,
             measurements=measured,
+            profiles=profiles,
+            vocabulary=vocabulary,
         )
         check_expected_signal(result, evidence, [run.best_kernel_sha256, candidate.ref.sha256])
         items += outcome.events
         if check is not None:
             check(items)
-        self.commit(run_id, view, items, [candidate.content], dry_run)
+        self.commit(run_id, view, items, [candidate.content, *blobs], dry_run)
         decision = outcome.decided
         return RecordResult(
             run_id=run_id,
@@ -260,6 +273,36 @@ class Writes(Session):
         and decision ran the same way before this point."""
         if not dry_run:
             self.append(run_id, view, list(items), list(blobs))
+
+    @staticmethod
+    def _round_profiles(
+        result: Any, folder: Path, plan: RunPlanned, view: RunView, candidate_sha256: str
+    ) -> tuple[list[ProfileRecorded], list[bytes]]:
+        """The profiles a round result names (`profile`: one entry or a list, each file
+        relative to the round result's folder unless absolute), read and attributed as
+        `profile` reads them, with the raw files' bytes."""
+        entries = result.profile
+        if entries is None:
+            return [], []
+        listed = entries if isinstance(entries, list) else [entries]
+        events, blobs = [], []
+        for index, entry in enumerate(listed):
+            where = "profile" if not isinstance(entries, list) else f"profile[{index}]"
+            _known_case(entry.case, view, f"{where}.case")
+            path = Path(entry.file)
+            event, data = profile_from_file(
+                plan,
+                path if path.is_absolute() else folder / path,
+                subject="round",
+                round_no=result.round,
+                kernel_sha256=candidate_sha256,
+                kernel_name=entry.kernel,
+                shape=entry.shape,
+                case_id=entry.case,
+            )
+            events.append(event)
+            blobs += data
+        return events, blobs
 
     def _recorded(self, run: Any, round_no: int, result_sha256: str) -> RecordResult:
         """A round already in the ledger: the answer it got when this same result file was
@@ -339,59 +382,62 @@ class Writes(Session):
         baseline: bool = False,
         round_no: int | None = None,
         kernel_sha256: str | None = None,
+        candidate: Path | None = None,
         kernel_name: str | None = None,
         shape: str | None = None,
+        case_id: str | None = None,
         dry_run: bool = False,
-    ) -> ProfileRecorded:
+    ) -> ProfileResult:
         """Ingest profiler output for one kernel of the run and attribute its bottleneck;
-        with `dry_run`, read and attribute it, write nothing."""
-        from ledger.inputs.profiles import load_profile
+        with `dry_run`, read and attribute it, write nothing.
 
-        if sum((baseline, round_no is not None, kernel_sha256 is not None)) != 1:
-            raise InputError("name exactly one of --baseline, --round N or --kernel SHA256")
+        `candidate` is a candidate's source before its round is recorded: the profile is kept
+        under the file's sha256 and the round whose candidate it is reads it at `record`.
+        `case_id` names the planned case the profile ran; the mechanism check compares a
+        case only with the same case. The same profile files for the same kernel, case and
+        selection are recorded once: a second time answers `already_recorded`."""
+        named = (baseline, round_no is not None, kernel_sha256 is not None, candidate is not None)
+        if sum(named) != 1:
+            raise InputError(
+                "name exactly one of --baseline, --round N, --kernel SHA256 or --candidate FILE"
+            )
         view, stream = self.state(run_id)
+        if view.concluded:
+            raise InputError(
+                f"run {run_id!r} has concluded ({view.run.conclusion}); it takes no profiles"
+            )
         plan = stream[0].event()
         assert isinstance(plan, RunPlanned)
         if baseline:
             subject, sha, round_no = "baseline", plan.kernel.sha256, 0
         elif round_no is not None:
             subject, sha = "round", _round_candidate(stream, round_no, run_id)
+        elif candidate is not None:
+            subject = "candidate"
+            sha = read_kernel(Path(candidate).absolute(), "--candidate").ref.sha256
         else:
             subject, sha = "kernel", str(kernel_sha256)
             if sha not in _run_kernels(stream):
-                raise InputError(f"kernel {sha} is not a kernel of run {run_id!r}")
-        path = Path(path).absolute()
-        parsed = load_profile(path, kernel_name=kernel_name, shape=shape)
-        base = path if path.is_dir() else path.parent
-        files, blobs = [], []
-        for source in parsed.files:
-            full = (
-                (base / source.path).resolve()
-                if not Path(source.path).is_absolute()
-                else Path(source.path)
-            )
-            data = read_bytes(full, "profile file")
-            if sha256_hex(data) != source.sha256:
-                raise InputError(f"profile file {display(full)} changed while it was read")
-            files.append(recorded_file(full, source.sha256, source.size))
-            blobs.append(data)
-        event = profile_event(
-            attribution_settings(plan),
+                raise InputError(
+                    f"kernel {sha} is not a kernel of run {run_id!r}; profile a candidate "
+                    "before its round with --candidate FILE"
+                )
+        _known_case(case_id, view, "--case")
+        event, blobs = profile_from_file(
+            plan,
+            Path(path),
             subject=subject,
             round_no=round_no,
             kernel_sha256=sha,
-            origin="file",
-            fmt=parsed.format,
-            signals=dict(parsed.signals),
-            attributes=dict(parsed.attributes),
-            files=files,
-            aggregation=parsed.aggregation,
-            kernel_name=parsed.kernel_name,
-            notes=list(parsed.notes),
-            shapes=[(p.shape, p.launches, p.total_us, dict(p.signals)) for p in parsed.shapes],
+            kernel_name=kernel_name,
+            shape=shape,
+            case_id=case_id,
         )
+        same = _same_profile(stream, event)
+        if same is not None:
+            return ProfileResult(same, already_recorded=True)
         self.commit(run_id, view, [event], blobs, dry_run)
-        return event
+        return ProfileResult(event)
 
     def diagnose(
         self, run_id: str, bottleneck: str, evidence_text: str, *, dry_run: bool = False
@@ -526,9 +572,8 @@ def _scoped_events(conn: Any, view: RunView, scope: DecisionScope) -> list[Event
         failed = readmodel.failed_rounds(conn, run_id, first)
         wanted.update(v for i, v in enumerate(decided, start=first) if i in failed)
     for kernel in sorted(scope.kernels):
-        version = readmodel.latest_profile_version(conn, run_id, kernel)
-        if version is not None:
-            wanted.add(version)
+        # every profile of the kernel: the latest of each case it profiled, and the latest
+        wanted.update(readmodel.profile_versions(conn, run_id, kernel))
     found = {e.stream_version: e.event() for e in readmodel.read_versions(conn, run_id, wanted)}
     plan, best = found.get(1), found.get(measured)
     if not isinstance(plan, RunPlanned):
@@ -536,6 +581,90 @@ def _scoped_events(conn: Any, view: RunView, scope: DecisionScope) -> list[Event
     if not isinstance(best, MeasurementsRecorded) or best.round != scope.best_round:
         return None
     return [found[version] for version in sorted(found)]
+
+
+def profile_from_file(
+    plan: RunPlanned,
+    path: Path,
+    *,
+    subject: str,
+    round_no: int | None,
+    kernel_sha256: str,
+    kernel_name: str | None,
+    shape: str | None,
+    case_id: str | None,
+) -> tuple[ProfileRecorded, list[bytes]]:
+    """A profile event for the profiler output at `path`, attributed under the run's
+    settings, and the bytes of every raw file it read (the ledger stores them)."""
+    from ledger.inputs.profiles import load_profile
+
+    path = Path(path).absolute()
+    parsed = load_profile(path, kernel_name=kernel_name, shape=shape)
+    base = path if path.is_dir() else path.parent
+    files, blobs = [], []
+    for source in parsed.files:
+        full = (
+            (base / source.path).resolve()
+            if not Path(source.path).is_absolute()
+            else Path(source.path)
+        )
+        data = read_bytes(full, "profile file")
+        if sha256_hex(data) != source.sha256:
+            raise InputError(f"profile file {display(full)} changed while it was read")
+        files.append(recorded_file(full, source.sha256, source.size))
+        blobs.append(data)
+    event = profile_event(
+        attribution_settings(plan),
+        subject=subject,
+        round_no=round_no,
+        kernel_sha256=kernel_sha256,
+        origin="file",
+        fmt=parsed.format,
+        signals=dict(parsed.signals),
+        attributes=dict(parsed.attributes),
+        files=files,
+        aggregation=parsed.aggregation,
+        kernel_name=parsed.kernel_name,
+        notes=list(parsed.notes),
+        shapes=[(p.shape, p.launches, p.total_us, dict(p.signals)) for p in parsed.shapes],
+        case_id=case_id,
+    )
+    return event, blobs
+
+
+def _known_case(case_id: str | None, view: RunView, where: str) -> None:
+    planned = [c.case_id for c in view.cases]
+    if case_id is not None and case_id not in planned:
+        raise InputError(
+            f"{where} {case_id!r} is not a planned case of run {view.run.run_id!r} "
+            f"({', '.join(planned)})"
+        )
+
+
+def _same_profile(stream: Sequence[StoredEvent], event: ProfileRecorded) -> ProfileRecorded | None:
+    """An earlier profile of the same files for the same kernel, subject, round, case and
+    selection: what `profile` recorded when it was given these files before."""
+    key = _profile_key(event)
+    for stored in stream:
+        if stored.event_type == "ProfileRecorded":
+            earlier = stored.event()
+            assert isinstance(earlier, ProfileRecorded)
+            if earlier.origin == "file" and _profile_key(earlier) == key:
+                return earlier
+    return None
+
+
+def _profile_key(event: ProfileRecorded) -> tuple[Any, ...]:
+    return (
+        event.kernel_sha256,
+        event.subject,
+        event.round,
+        event.case_id,
+        event.kernel_name,
+        event.aggregation,  # names the launches and shape chosen
+        tuple(sorted(event.signals.items())),
+        tuple(sorted(f.sha256 for f in event.files)),
+    )
 
 
 def _round_candidate(stream: Sequence[StoredEvent], round_no: int, run_id: str) -> str:

@@ -71,6 +71,9 @@ class Database:
         self.timeout = busy_timeout_s()
         self.path = ledger_file(parsed) if self.dialect == "sqlite" else None
         if self.path is not None:
+            from ledger.files import guard_ledger
+
+            guard_ledger(self.path)  # no output of this process may overwrite it
             parsed = parsed.set(database=str(self.path))  # exactly the file inspected here
             if self._inspect_file(create=create):
                 self._create_sqlite_ledger(parsed, self.path)

@@ -29,6 +29,24 @@ ROUND_BOOLEANS = tuple(
 )
 
 
+def utc_bound(value: str, name: str) -> str:
+    """A `since`/`until` bound (a date or time, UTC unless it names its offset) as the
+    projection stores `recorded_at`; anything else is rejected input naming `name`."""
+    from datetime import UTC, datetime
+
+    from ledger.errors import InputError
+
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if parsed.tzinfo is not None:
+            parsed = parsed.astimezone(UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):
+        raise InputError(
+            f"{name} must be a date or time like 2026-11-30 or 2026-11-30T12:00:00Z"
+        ) from None
+    return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 @dataclass(frozen=True, slots=True)
 class RoundFilter:
     run_id: str | None = None

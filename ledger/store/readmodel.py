@@ -64,9 +64,10 @@ def read_versions(conn: Connection, stream_id: str, versions: Iterable[int]) -> 
     return [_stored(r) for r in rows]
 
 
-def latest_profile_version(conn: Connection, run_id: str, kernel: str) -> int | None:
-    """The stream version of the run's latest profile of this kernel (`profiles` rows)."""
-    return conn.execute(_LATEST_PROFILE, {"run": run_id, "kernel": kernel}).scalar()
+def profile_versions(conn: Connection, run_id: str, kernel: str) -> list[int]:
+    """The stream versions of every profile of this kernel in the run (`profiles` rows):
+    a decision reads the latest of each case they profiled."""
+    return list(conn.execute(_PROFILE_VERSIONS, {"run": run_id, "kernel": kernel}).scalars())
 
 
 _OF_TYPE = (events.c.stream_id == bindparam("stream"), events.c.event_type == bindparam("type"))
@@ -104,9 +105,8 @@ _READ_VERSIONS = (
     )
     .order_by(events.c.stream_version)
 )
-_LATEST_PROFILE = (
+_PROFILE_VERSIONS = (
     select(profiles.c.stream_version)
     .where(profiles.c.run_id == bindparam("run"), profiles.c.kernel_sha256 == bindparam("kernel"))
-    .order_by(profiles.c.stream_version.desc())
-    .limit(1)
+    .order_by(profiles.c.stream_version)
 )

@@ -26,13 +26,13 @@ CALLS = {
     "diagnose": {"bottleneck": "unknown", "evidence": "e"},
     "status": {},
     "history": {"limit": 3},
+    "suggest": {"limit": 3},
     "show": {"round": 1},
     "compare": {"rounds": [0, 1]},
     "analyze": {"force": True},
     "verify": {"chain": True},
     "check-merge": {"kernel": "k.py", "markdown": True},
     "checkout": {"out": "k.py"},
-    "suggest": {},
     "schema": None,  # take no run
     "template": None,
 }

@@ -79,7 +79,10 @@ def test_profile_rejections_write_nothing(cli, campaign):
     before = cli.event_count()
     good = _signals(campaign, "ok.json", SCALAR_BOUND)
     for args, fragment in (
-        ((good, "--run", campaign.run_id), "exactly one of --baseline, --round N or --kernel"),
+        (
+            (good, "--run", campaign.run_id),
+            "exactly one of --baseline, --round N, --kernel SHA256 or --candidate FILE",
+        ),
         ((good, "--run", campaign.run_id, "--baseline", "--round", "1"), "exactly one of"),
         ((good, "--run", campaign.run_id, "--round", "3"), "has no round 3"),
         ((good, "--run", campaign.run_id, "--kernel", "0" * 64), "is not a kernel of run"),

@@ -11,13 +11,15 @@ from pathlib import Path
 
 from test_suggest import DISCARD, KEEP, _run
 
+from conftest import CliRunner
+
 ROOT = Path(__file__).resolve().parents[2]
 SCALAR_BOUND = {"task_duration_us": 40.0, "aiv_scalar_ratio": 0.45, "aiv_vec_ratio": 0.2}
 
 
-def test_leave_one_run_out_figures(cli, sqlite_url, tmp_path):
-    if cli.db_url != sqlite_url:  # one backend is enough: the script reads one ledger
-        return
+def test_leave_one_run_out_figures(sqlite_url, tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNEL_LEDGER_DB", raising=False)
+    cli = CliRunner(sqlite_url)  # one backend: the script reads one ledger
     for name in ("a", "b"):
         _run(
             cli,
@@ -65,4 +67,4 @@ def test_leave_one_run_out_figures(cli, sqlite_url, tmp_path):
     # each matmul run: pipelining discarded in its two other matmul runs
     assert signatures["expected"] == 3
     assert signatures["listed"] == 3 and signatures["missed"] == []
-    assert "| every KEEP round | 100% | 100% | 100% |" in done.stdout
+    assert "| every KEEP round | 100% | 100% | 100% | 100% |" in done.stdout

@@ -28,11 +28,24 @@ RUN = "softmax-demo-001"
 
 
 @asynccontextmanager
-async def server(url: str):
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "cli", "--db", url, "mcp"], cwd=str(ROOT)
-    )
-    async with stdio_client(params) as streams, ClientSession(*streams) as session:
+async def server(url: str, *allowed: Path, cwd: Path = ROOT, roots=None):
+    """A client of `kernel-ledger mcp` run in `cwd`, with an --allow-path per `allowed`, and
+    (with `roots`) a client that declares those folders as its roots."""
+    args = ["-m", "cli", "--db", url, "mcp"]
+    for folder in allowed:
+        args += ["--allow-path", str(folder)]
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(cwd))
+    options = {}
+    if roots is not None:
+        import mcp_types as types
+
+        async def list_roots(context):
+            return types.ListRootsResult(
+                roots=[types.Root(uri=Path(r).resolve().as_uri()) for r in roots]
+            )
+
+        options["list_roots_callback"] = list_roots
+    async with stdio_client(params) as streams, ClientSession(*streams, **options) as session:
         await session.initialize()
         yield Client(session)
 
@@ -155,7 +168,7 @@ def test_demo_campaign_same_decisions_and_objects_as_the_cli(db_url, other_url, 
         cli_decisions.append(rec.json())
 
     async def campaign():
-        async with server(db_url) as call:
+        async with server(db_url, tmp_path) as call:
             await call.ok("plan", config=DEMO / "config.json")
             decisions = []
             for n in range(1, 6):
@@ -220,7 +233,7 @@ def test_bad_input_is_a_tool_error_and_writes_nothing(db_url, tmp_path):
     ]
 
     async def calls():
-        async with server(db_url) as call:
+        async with server(db_url, tmp_path) as call:
             answers = [await call(name, **arguments) for name, arguments, _ in bad]
             alive = await call.ok("status", run=RUN)
         return answers, alive
@@ -275,7 +288,7 @@ def test_two_clients_one_round_and_a_restart(db_url, tmp_path):
 
     async def race():
         answers = []
-        async with server(db_url) as a, server(db_url) as b:
+        async with server(db_url, tmp_path) as a, server(db_url, tmp_path) as b:
             await a.ok("status")
             await b.ok("status")
 

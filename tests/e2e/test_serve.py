@@ -167,7 +167,9 @@ def test_ids_from_the_query_name_runs_only(client, url):
 def test_bad_numbers_are_refused_in_one_sentence(client):
     response = client.get("/api/events?run=softmax-web-001&after=x")
     assert response.status_code == 400
-    assert response.json()["error"] == "after must be a whole number, not 'x'"
+    assert response.json()["error"] == (
+        "after must be a whole number from 0 to 9007199254740991, not 'x'"
+    )
 
 
 def test_no_route_writes(client):

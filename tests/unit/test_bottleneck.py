@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ledger.core.bottleneck import (
     FIRST_EXPERIMENTS,
+    GPU_FIRST_EXPERIMENTS,
     TARGET_EXCEEDS_HEADROOM,
     Attribution,
     Bottleneck,
@@ -222,12 +223,14 @@ def test_classification_table(
     if expected == "unknown":  # the advice names what is missing
         assert a.first_experiment.startswith("collect ")
         assert any(e.startswith("missing: ") for e in a.evidence)
+    elif a.core == "gpu":  # an ncu profile gets the GPU's wording
+        assert a.first_experiment == GPU_FIRST_EXPERIMENTS[expected]
     else:
         assert a.first_experiment == FIRST_EXPERIMENTS[expected]
 
 
 def test_every_class_has_a_first_experiment_from_the_table() -> None:
-    assert set(FIRST_EXPERIMENTS) == set(Bottleneck)
+    assert set(FIRST_EXPERIMENTS) == set(Bottleneck) == set(GPU_FIRST_EXPERIMENTS)
     assert "grid-stride" in FIRST_EXPERIMENTS["launch-scheduling"]
     assert "multibuffer" in FIRST_EXPERIMENTS["memory-transfer"]
     assert "hoist invariants" in FIRST_EXPERIMENTS["scalar-flow-control"]
@@ -616,3 +619,17 @@ def test_many_blocks_are_launch_scheduling_only_while_dispatch_is_a_visible_shar
     )
     quiet = classify({"task_duration_us": 900_000.0, "block_dim": 4096}, A2)
     assert any("dispatch is no visible share" in e for e in quiet.evidence), quiet.evidence
+
+
+ASCEND_TERMS = ("MTE", "multibuffer", "UB", "AI Core", "usable core")
+
+
+def test_gpu_first_experiments_speak_of_the_gpu_not_of_ascend() -> None:
+    for cls in ("insufficient-parallelism", "memory-transfer", "latency-bound", "cube-compute"):
+        text = GPU_FIRST_EXPERIMENTS[cls]
+        assert not any(term in text for term in ASCEND_TERMS), (cls, text)
+    assert "registers" in GPU_FIRST_EXPERIMENTS["latency-bound"]
+    assert "coalesced" in GPU_FIRST_EXPERIMENTS["memory-transfer"]
+    assert "SM count" in GPU_FIRST_EXPERIMENTS["insufficient-parallelism"]
+    assert "tensor cores" in GPU_FIRST_EXPERIMENTS["cube-compute"]
+    assert "L2" in GPU_FIRST_EXPERIMENTS["memory-transfer"]

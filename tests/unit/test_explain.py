@@ -280,7 +280,7 @@ GOLDEN_WORDS = [
             "KEEP: I = +9.22% is at least the minimum 2.00% and above the noise floor 1.00%, and "
             "worst case R = +0.41% on fp32-1823x781 is within its limit 10.00%; the bootstrap's 5% "
             "lower bound of I, +8.76%, clears the noise floor and its 80% upper bound of R, +0.78%,"
-            " stays within the limit (drift unestimated: no A/A pairs to widen it); the candidate "
+            " stays within the limit (drift unestimated: 0 A/A pairs usable, 5 needed to widen it); the candidate "
             "became the best kernel. Flags: drift_unestimated, mechanism-refuted."
         ),
         "I +9.22% reaches 2.00% and R +0.41% stays within 10.00%",
@@ -316,7 +316,7 @@ GOLDEN_WORDS = [
             "KEEP: I = +8.18% is at least the minimum 2.00% and above the noise floor 1.00%, and "
             "worst case R = +4.00% on fp16-32x4097 is within its limit 10.00%; the bootstrap's 5% "
             "lower bound of I, +7.68%, clears the noise floor and its 80% upper bound of R, +5.02%,"
-            " stays within the limit (drift unestimated: no A/A pairs to widen it); the candidate "
+            " stays within the limit (drift unestimated: 0 A/A pairs usable, 5 needed to widen it); the candidate "
             "became the best kernel. Flags: drift_unestimated."
         ),
         "I +8.18% reaches 2.00% and R +4.00% stays within 10.00%",
