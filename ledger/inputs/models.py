@@ -993,10 +993,16 @@ _OBJECTIVE_FRACTIONS = (
 
 
 def nearest(key: str, known: Sequence[str]) -> str | None:
+    """The known key `key` is likely a typo of: a close match (`wieght` -> `weight`), or,
+    for short keys where that ratio is low, the same letters in another order (`paht`)."""
     import difflib
 
     found = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-    return found[0] if found else None
+    if found:
+        return found[0]
+    if len(key) >= 3:
+        return next((k for k in known if k != key and sorted(k) == sorted(key)), None)
+    return None
 
 
 def config_warnings(document: Any) -> list[str]:

@@ -90,22 +90,24 @@ class Entry:
 
 
 def _nested(info: FieldInfo) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field's value is made of, and whether the value is a list of them (a
+    field that takes one object or a list, as a round's `profile`, counts as one)."""
     if isinstance(info.json_schema_extra, models.Rows):
         return info.json_schema_extra.model, info.json_schema_extra.many
-    annotation = info.annotation
-    for _ in range(3):
+    found: tuple[type[BaseModel] | None, bool] = (None, False)
+    pending = [info.annotation]
+    while pending:
+        annotation = pending.pop()
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             return annotation, False
         args = [a for a in get_args(annotation) if a is not type(None)]
         if get_origin(annotation) is list and args:
             inner = args[0]
             if isinstance(inner, type) and issubclass(inner, BaseModel):
-                return inner, True
-            return None, False
-        if len(args) != 1:
-            return None, False
-        annotation = args[0]
-    return None, False
+                found = (inner, True)
+            continue
+        pending.extend(args)
+    return found
 
 
 def entries(model: type[BaseModel]) -> Iterator[Entry]:
@@ -176,10 +178,10 @@ def near_misses(model: type[BaseModel], document: Any, prefix: str = "") -> Iter
             continue
         if entry.nested is None:
             continue
-        if entry.many and isinstance(value, list):
+        if isinstance(value, list):
             for index, item in enumerate(value):
                 yield from near_misses(entry.nested, item, f"{prefix}{key}[{index}].")
-        elif not entry.many:
+        else:
             yield from near_misses(entry.nested, value, f"{prefix}{key}.")
 
 
