@@ -19,14 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticUndefined
 
 from ledger.errors import CoverageError, InputError, InputProblems
@@ -544,16 +537,13 @@ class ProfileRef(_Closed):
     holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
 
     file: Text = described(
-        meaning="The profiler's output file or folder (msprof op folder, op_summary, "
-        "kernel_details, ncu CSV or a JSON signal map), relative to the round result's folder "
-        "unless absolute.",
-        example="profiles/round-1.csv",
+        meaning="The profiler's output (ncu CSV, msprof op folder or op_summary), relative to "
+        "the round result's folder unless absolute.",
+        example="profiles/candidate.ncu.csv",
     )
-    kernel: Text | None = described(None, "Which kernel's rows, where the profile holds several.")
+    kernel: Text | None = described(None, "The kernel's name in the file, where it holds several.")
     case: Name | None = described(None, "The planned case the profile ran.")
-    shape: Text | None = described(
-        None, "Which input shape or ncu launch size to attribute, where it ran with several."
-    )
+    shape: Text | None = described(None, "The launch shape it ran, where no case is named.")
 
 
 class RoundResult(_Open):
@@ -592,8 +582,9 @@ class RoundResult(_Open):
     )
     profile: ProfileRef | list[ProfileRef] | None = described(
         None,
-        "The candidate's profile file(s), ingested and attributed with the round so that its "
-        "mechanism check is decided at record; one entry or a list (one per case).",
+        "The candidate's profile file(s), ingested with the round so its mechanism check is "
+        "decided at record: each names its file and, where it holds several, the kernel and "
+        "the case or shape it ran.",
     )
     mechanism: Name | None = described(
         None, "The primary mechanism the change works on (history groups rounds by it)."
@@ -633,12 +624,14 @@ class DecideInput(_Closed):
     drift_sigma: NonNegative | None = described(
         None, "Session drift estimated from A/A pairs; default: not estimated.", unit="fraction"
     )
-    session: SessionIn | None = described(None, "Where and when the candidate was measured.")
-    best_session: SessionIn | None = described(None, "Where and when the best kernel was measured.")
+    session: SessionIn | None = described(None, "The session the candidate was measured in.")
+    best_session: SessionIn | None = described(
+        None, "The session the best kernel's timing comes from, where it is another one."
+    )
     reference: list[MeasurementIn] | None = described(
         None,
-        "The best kernel remeasured in the candidate's session, one row per case, where the "
-        "sessions differ (docs/statistics.md).",
+        "The best kernel measured again in the candidate's session, interleaved with it; "
+        "with it, the decision is made against this reference.",
     )
 
 

@@ -22,10 +22,6 @@ RUN = "softmax-demo-001"
 PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "msprof-op" / "single"
 
 
-# Commands the skill may name before they are declared (none now).
-PENDING: set[str] = set()
-
-
 def commands() -> set[str]:
     group = typer.main.get_command(app)
     names = set()
@@ -77,7 +73,7 @@ def test_fresh_install_parses_and_names_only_real_commands(tmp_path):
                 named |= set(
                     re.findall(r"^(?:\| `|### )([a-z][a-z-]*)", content, flags=re.MULTILINE)
                 )
-    assert named and named <= known | PENDING, named - known
+    assert named and named <= known, named - known
     entry = json.loads((skill / "mcp.json").read_text())["mcpServers"]["kernel-ledger"]
     assert entry["command"] == "kernel-ledger" and entry["args"] == ["mcp"]
 
@@ -157,10 +153,6 @@ def test_every_command_line_runs_as_the_demo_campaign(tmp_path, db_url):
     assert cli("status", "--run", RUN, "--json").json()["run"]["conclusion"] == "passed"
 
 
-def test_pending_commands_are_not_yet_declared():
-    assert not PENDING & commands(), "declared now: empty PENDING in this file"
-
-
 def _options(name: str) -> set[str]:
     group = typer.main.get_command(app)
     command = group
@@ -193,7 +185,7 @@ def test_the_skill_teaches_the_loop_within_its_size(tmp_path):
     for line in re.findall(r"kernel-ledger ([^`\n]+)", text):
         words = line.split()
         name = " ".join(words[:2]) if " ".join(words[:2]) in known else words[0]
-        if name in PENDING or name not in known:
+        if name not in known:
             continue
         for word in words:
             if word.startswith("--"):
