@@ -269,16 +269,51 @@ def _message(error: Any) -> str:
     return msg[:1].lower() + msg[1:]
 
 
-def problems(exc: ValidationError, prefix: str = "") -> list[str]:
-    """Every validation error, one line each: `<path> <rule>`."""
+def problems(
+    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> list[str]:
+    """Every validation error, one line each: `<path> <rule>`; a key a closed model does not
+    allow names the key it likely meant, where `model` (the validated one) tells."""
     out = []
     for error in exc.errors(include_url=False):
         path = field_path(error["loc"])
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
         text = f"{path} {_message(error)}" if path else _message(error)
+        if error["type"] == "extra_forbidden" and model is not None:
+            known = _fields_at(model, error["loc"][:-1])
+            near = nearest(str(error["loc"][-1]), known) if known else None
+            if near is not None:
+                text += f" (did you mean {near}?)"
         out.append(" ".join(text.split()))
     return out
+
+
+def _fields_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The field names of the model found at `loc` inside `model` ([] where none is)."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        inner = _model_in(field.annotation)
+        if inner is None:
+            return []
+        model = inner
+    return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    from typing import get_args
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def explain(exc: ValidationError, prefix: str = "") -> str:
@@ -291,7 +326,7 @@ def validate_model(model: type[BaseModel], value: Any, what: str, shown: str) ->
     try:
         return model.model_validate(value)
     except ValidationError as exc:
-        raise InputProblems(f"invalid {what} {shown}", problems(exc)) from None
+        raise InputProblems(f"invalid {what} {shown}", problems(exc, model=model)) from None
 
 
 # --- shared pieces -----------------------------------------------------------------------

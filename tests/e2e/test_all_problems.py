@@ -5,6 +5,7 @@ with the likely key, and `--strict` refuses them. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from cli.mcpserver import call_tool
 
@@ -185,3 +186,19 @@ def test_an_expected_signal_no_profile_holds_is_refused(cli, campaign: Campaign)
     doc["expected_signal"]["metric"] = "aiv_scalar_ratio"
     write_json(path, doc)
     assert cli("record", "--run", campaign.run_id, "--result", path).exit_code == 0
+
+
+def test_a_closed_file_names_the_key_a_refused_one_likely_meant(cli, campaign: Campaign):
+    doc = campaign.config_doc()
+    manifest = Path(doc["validation_manifest"])
+    content = json.loads(manifest.read_text())
+    content["enviroment"] = content.pop("environment")
+    write_json(manifest, content)
+    path = write_json(campaign.root / "c.json", doc)
+    result = cli("plan", "--config", path)
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"Error: invalid validation manifest {manifest}: 2 problems:\n"
+        "  environment is required\n"
+        "  enviroment is not an allowed key (did you mean environment?)\n",
+    )
