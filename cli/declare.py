@@ -71,6 +71,18 @@ def round_option(help: str, *, required: bool = False) -> Option:
     return Option(help, int, REQUIRED if required else None, metavar="N", ge=0, le=MAX_COUNT)
 
 
+def strict_option() -> Option:
+    return Option(
+        "Refuse the file when a key looks like a typo of a known one (otherwise a warning).",
+        bool,
+        False,
+    )
+
+
+def dry_run_option(help: str) -> Option:
+    return Option(f"{help}; write nothing.", bool, False)
+
+
 JSON_HELP = "Print exactly one JSON object on stdout."
 
 

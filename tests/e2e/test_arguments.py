@@ -35,6 +35,8 @@ CALLS = {
     "verify": {"chain": True},
     "check-merge": {"kernel": "k.py", "markdown": True},
     "checkout": {"out": "k.py"},
+    "schema": None,  # take no run
+    "template": None,
 }
 SENTENCE = "'BAD!' is not a run id (ids match ^[a-z0-9][a-z0-9._-]{0,127}$)"
 
