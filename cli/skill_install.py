@@ -12,6 +12,7 @@ FILES = (
     "SKILL.md",
     "references/commands.md",
     "references/decisions.md",
+    "references/inputs.md",
     "mcp.json",
     "scripts/measure.py",
 )
