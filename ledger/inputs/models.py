@@ -519,6 +519,21 @@ class ExpectedSignal(_Closed):
     )
 
 
+def _evidence_form(entry: Any) -> bool:
+    """A `profile` object written before the field was read: `{"path", "format",
+    "case_id"}`, kept in the round result as evidence (examples/gpu-campaign's rounds)."""
+    return isinstance(entry, dict) and "path" in entry and "file" not in entry
+
+
+def _profile_or_evidence(value: Any) -> Any:
+    """The round's `profile` as ProfileRef(s), or None where it is the older evidence form:
+    such a round result keeps working unchanged (its document is recorded whole)."""
+    entries = value if isinstance(value, list) else [value]
+    if value is not None and entries and all(_evidence_form(e) for e in entries):
+        return None
+    return value
+
+
 class ProfileRef(_Closed):
     """A profile of the round's candidate: the profiler's file or folder (relative to the
     round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
@@ -568,7 +583,9 @@ class RoundResult(_Open):
         "The candidate's profile as a signal map (name -> number), recorded with the round "
         "for its mechanism check.",
     )
-    profile: ProfileRef | list[ProfileRef] | None = described(
+    profile: Annotated[
+        ProfileRef | list[ProfileRef] | None, BeforeValidator(_profile_or_evidence)
+    ] = described(
         None,
         "The candidate's profile file(s), ingested with the round so its mechanism check is "
         "decided at record: each names its file and, where it holds several, the kernel and "

@@ -212,3 +212,22 @@ def test_the_report_labels_each_profile_with_its_case(cli, campaign, tmp_path):
     page = tmp_path / "report.html"
     assert cli("report", "--run", campaign.run_id, "--html", page).exit_code == 0
     assert f"original, case {a}" in page.read_text()
+
+
+def test_the_older_profile_evidence_object_is_kept_as_it_was(cli, campaign):
+    """Round results written before `profile` was read carry {"path", "format", "case_id"}
+    (examples/gpu-campaign): kept whole in the round's document, not read as a profile."""
+    _plan(cli, campaign)
+    older = {"path": "profiles/r1.ncu.csv", "format": "ncu-csv", "case_id": campaign.case_ids[0]}
+    assert record_round(cli, campaign, [16.0, 37.0, 23.0], profile=older) == "KEEP"
+    shown = cli("show", "--run", campaign.run_id, "--round", 1, "--json").json()
+    assert shown["profiles"] == []
+    assert shown["submitted"]["result_document"]["profile"] == older
+    refused = cli(
+        "record",
+        "--run",
+        campaign.run_id,
+        "--result",
+        campaign.round([15.0, 36.0, 22.0], profile={"kernel": "kl_saxpy"}),
+    )
+    assert refused.exit_code == 2 and "profile" in refused.stderr and "file" in refused.stderr
