@@ -327,6 +327,11 @@ class Database:
                 f"the ledger is busy: another writer held it for more than {self.timeout:g} s; "
                 "nothing was written, retry"
             )
+        if "pattern too complex" in lowered:  # the query's text, not the ledger, is at fault
+            return InputError(
+                "the search pattern is too complex for the ledger to match (SQLite allows "
+                "LIKE patterns of at most 50,000 bytes); use a shorter one"
+            )
         fault = self._sqlite_fault(exc)
         if fault is not None:
             return fault
