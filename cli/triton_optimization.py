@@ -155,7 +155,7 @@ class _Staged:
     and the folders it made for a step that did not happen."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
+        self.folder = Path(os.path.abspath(folder))  # a/../b/../out makes no a/ or b/
         self.staged: dict[str, Any] = {}  # name -> ledger.files.StagedOutput
         self.made: list[Path] = []
         self.published = False

@@ -74,6 +74,8 @@ class Database:
             from ledger.files import guard_ledger
 
             guard_ledger(self.path)  # no output of this process may overwrite it
+            if not read_only:  # what a creation killed midway left beside it
+                remove_dead_creations(self.path)
             parsed = parsed.set(database=str(self.path))  # exactly the file inspected here
             if self._inspect_file(create=create):
                 self._create_sqlite_ledger(parsed, self.path)
