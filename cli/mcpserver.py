@@ -232,15 +232,36 @@ def call_tool(
 
 STATUS_URI = "kernel-ledger://runs/{run_id}/status"
 REPORT_URI = "kernel-ledger://runs/{run_id}/report"
+INPUT_URI = "kernel-ledger://inputs/{kind}/{what}"
+"""Each input file's JSON Schema (`what` schema) and template (`what` template)."""
+
+
+def input_uris() -> list[tuple[str, str]]:
+    """(uri, mime type) of every input file's schema and template."""
+    from cli.schema import INPUT_KINDS
+
+    return [
+        (INPUT_URI.format(kind=kind, what=what), mime)
+        for kind in INPUT_KINDS
+        for what, mime in (("schema", "application/schema+json"), ("template", "text/plain"))
+    ]
 
 
 def read_resource(env: Env, uri: str, listed: dict[str, Command]) -> tuple[str, str]:
     """(mime type, text) of a run's status (JSON) or report (Markdown, as analyze writes it,
     with the conclusion the run has or would have now)."""
+    if uri.startswith("kernel-ledger://inputs/"):
+        kind, _, what = uri.removeprefix("kernel-ledger://inputs/").partition("/")
+        if what in ("schema", "template"):
+            command = listed[what]
+            document = command.call(env, **command.checked({"kind": kind}, MCP)).document
+            if what == "template":
+                return "text/plain", document["template"]
+            return "application/schema+json", json.dumps(document["schema"], indent=2)
     prefix, _, rest = uri.partition("kernel-ledger://runs/")
     run_id, _, what = rest.rpartition("/")
     if prefix or not run_id or what not in ("status", "report"):
-        raise InputError(f"no resource {uri!r}; try {STATUS_URI} or {REPORT_URI}")
+        raise InputError(f"no resource {uri!r}; try {STATUS_URI}, {REPORT_URI} or {INPUT_URI}")
     if what == "status":
         status = listed["status"]
         return "application/json", json.dumps(
@@ -312,8 +333,13 @@ def build_server(env: Env, confinement: Confinement | None = None):
     async def on_list_resources(ctx, params) -> types.ListResourcesResult:
         is_error, document, _ = call_tool(env, "status", {}, listed)
         runs = [] if is_error else [r["run_id"] for r in document["runs"]]
+        inputs = [
+            types.Resource(name=uri.removeprefix("kernel-ledger://"), uri=uri, mime_type=mime)
+            for uri, mime in input_uris()
+        ]
         return types.ListResourcesResult(
-            resources=[
+            resources=inputs
+            + [
                 types.Resource(
                     name=f"{run} status",
                     uri=STATUS_URI.format(run_id=run),
@@ -331,6 +357,12 @@ def build_server(env: Env, confinement: Confinement | None = None):
                 ),
                 types.ResourceTemplate(
                     name="run report", uri_template=REPORT_URI, mime_type="text/markdown"
+                ),
+                types.ResourceTemplate(
+                    name="input file schema or template (kind: config, round, manifest, "
+                    "case-matrix, measurements, decide; what: schema, template)",
+                    uri_template=INPUT_URI,
+                    mime_type="text/plain",
                 ),
             ]
         )

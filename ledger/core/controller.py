@@ -122,10 +122,12 @@ def decide_round(
     candidate_medians: list[float] | None,
     candidate_samples: list[list[float] | None] | None = None,
     contract: int | None = None,
+    vocabulary: int | None = None,
 ) -> RoundDecided:
     """The pure part of `record`: the decision event for a round, from the run's state and
     the evidence folded from its events (profiles, timings, failed mechanisms), under the
-    contract version `contract` (None: the newest, for a new decision).
+    contract version `contract` (None: the newest, for a new decision), its mechanism entry
+    under vocabulary version `vocabulary` (None: the newest).
 
     The verifier calls this same function to re-derive every recorded decision, under the
     version it records.
@@ -260,18 +262,22 @@ def decide_round(
         start_profile=start_profile,
         retried_rounds=retried,
         flags=flags,
-        mechanism_entry=mechanism_entry(mechanism, submitted.change),
+        mechanism_entry=mechanism_entry(mechanism, submitted.change, vocabulary),
     )
 
 
-def mechanism_entry(mechanism: str | None, change: str) -> MechanismEntry:
+def mechanism_entry(
+    mechanism: str | None, change: str, vocabulary: int | None = None
+) -> MechanismEntry:
     """The vocabulary entry of the round's mechanism (as the decision records it: the
     round's `mechanism`, else the parameter its `change` names) and change; the rounds row
-    holds the same two texts, so `suggest.entry_of` reads the same entry from it."""
+    holds the same two texts, so `suggest.entry_of` reads the entry from it too. Under the
+    vocabulary version `vocabulary` (a replay's, as recorded), else the newest."""
     from ledger.core import mechanisms
 
-    found = mechanisms.classify(mechanism, change)
-    return MechanismEntry(entry=found.entry, vocabulary=mechanisms.VERSION, source=found.source)
+    version = mechanisms.VERSION if vocabulary is None else vocabulary
+    found = mechanisms.classify(mechanism, change, version)
+    return MechanismEntry(entry=found.entry, vocabulary=version, source=found.source)
 
 
 def mechanism_check(

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from ledger.core.decide import known_version
+from ledger.core.mechanisms import known as known_vocabulary
 from ledger.integrity.hashing import canonical
 
 # (No `from __future__ import annotations` here: pydantic reads these annotations as the
@@ -272,6 +273,11 @@ class MechanismEntry(BaseModel):
     entry: str
     vocabulary: int
     source: str | None
+
+    @field_validator("vocabulary")
+    @classmethod
+    def _known_vocabulary(cls, version: int) -> int:
+        return known_vocabulary(version)
 
 
 class _UnderContract(Event):

@@ -15,8 +15,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-VERSION = 1
-"""The vocabulary's version: the entries and phrases below."""
+VERSION = 2
+"""The vocabulary's newest version. Version 1 is the entries with their plain phrases;
+version 2 adds the phrases marked `since(2, ...)`. A decision records the version it was
+classified under and is re-derived under it; readers classify every round with the newest."""
+
+VERSIONS = (1, 2)
 
 OTHER = "other"
 """The entry of a round whose mechanism and change name no entry's phrase."""
@@ -27,14 +31,31 @@ class Entry:
     id: str
     title: str
     platform: str  # "any", "gpu" or "ascend": where the mechanism exists
-    phrases: tuple[str, ...]  # regular expressions over the normalized text, in order
+    versioned: tuple[tuple[int, str], ...]  # (since version, regular expression), in order
 
-    def matches(self, text: str) -> bool:
-        return any(re.search(p, text) for p in self.phrases)
+    @property
+    def phrases(self) -> tuple[str, ...]:
+        """Every phrase of the newest version."""
+        return tuple(p for _, p in self.versioned)
+
+    def matches(self, text: str, version: int = VERSION) -> bool:
+        return any(v <= version and re.search(p, text) for v, p in self.versioned)
 
 
-def _entry(id: str, title: str, platform: str, *phrases: str) -> Entry:
-    return Entry(id, title, platform, phrases)
+def since(version: int, phrase: str) -> tuple[int, str]:
+    """A phrase that names its entry from `version` on."""
+    return (version, phrase)
+
+
+def _entry(id: str, title: str, platform: str, *phrases: str | tuple[int, str]) -> Entry:
+    return Entry(id, title, platform, tuple(p if isinstance(p, tuple) else (1, p) for p in phrases))
+
+
+def known(version: int) -> int:
+    """`version` when this kernel-ledger knows that vocabulary version; else ValueError."""
+    if version not in VERSIONS:
+        raise ValueError(f"unknown mechanism vocabulary version {version}")
+    return version
 
 
 # Declared most specific first: the first entry whose phrase occurs in the text is the
@@ -75,6 +96,7 @@ VOCABULARY: tuple[Entry, ...] = (
         r"\bsplit k\b",
         r"\bsplit (the )?reduction\b",
         r"\bchunked\b",
+        since(2, r"\bchunks?\b"),
         r"\bonline\b",
         r"\btwo pass",
         r"\btiled (two pass |reduction)",
@@ -156,6 +178,8 @@ VOCABULARY: tuple[Entry, ...] = (
         r"\bstrength reduc",
         r"\bnormalize\b",
         r"\bdivis",
+        since(2, r"\bspecial function"),
+        since(2, r"\bintrinsic"),
     ),
     _entry(
         "masking",
@@ -237,9 +261,9 @@ class Classified:
     source: str | None  # "mechanism" or "change": which text named it (None: neither)
 
 
-def classify(mechanism: str | None, change: str | None) -> Classified:
+def classify(mechanism: str | None, change: str | None, version: int = VERSION) -> Classified:
     """The entry a round's free-text `mechanism` names, else the one its `change` names,
-    else `other`.
+    else `other`, under vocabulary `version` (default: the newest).
 
     >>> classify("rows per program", "ROWS_PER_PROGRAM=1 -> 8")
     Classified(entry='rows-per-program', source='mechanism')
@@ -248,12 +272,13 @@ def classify(mechanism: str | None, change: str | None) -> Classified:
     >>> classify("masked-tail fill value", "TAIL_FILL=-inf -> 0.0").entry
     'masking'
     """
+    known(version)
     for source, text in (("mechanism", mechanism), ("change", change)):
         if not text or not text.strip():
             continue
         norm = normalize(text)
         for entry in VOCABULARY:
-            if entry.matches(norm):
+            if entry.matches(norm, version):
                 return Classified(entry.id, source)
     return Classified(OTHER, None)
 

@@ -153,6 +153,11 @@ def decision(
             else None
         ),
         contract=None if recorded is None else recorded.contract,
+        vocabulary=(
+            recorded.mechanism_entry.vocabulary
+            if recorded is not None and recorded.mechanism_entry is not None
+            else None
+        ),
     )
 
 

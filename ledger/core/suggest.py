@@ -259,8 +259,9 @@ class Suggestions:
 
 
 def entry_of(row: RoundRow) -> str:
-    """The vocabulary entry of a round row: classified from its mechanism and change, as
-    the decision records it under vocabulary version 1 (`RoundDecided.mechanism_entry`)."""
+    """The vocabulary entry of a round row: classified from its mechanism and change under
+    the newest vocabulary version (the decision records the entry of its own time,
+    `RoundDecided.mechanism_entry`; a newer version reads every round alike)."""
     return mechanisms.classify(row.mechanism, row.change).entry
 
 

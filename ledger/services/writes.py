@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from ledger.core import projections
 from ledger.core.controller import (
     attribution_settings,
@@ -45,8 +43,7 @@ from ledger.core.round import admit, round_events
 from ledger.errors import ConflictError, InputError, LedgerMissing
 from ledger.inputs.jsonio import read_bytes, read_json
 from ledger.inputs.models import (
-    MeasurementIn,
-    Sha256,
+    NoiseFile,
     base_folder,
     config_warnings,
     failed_validation_cases,
@@ -108,14 +105,6 @@ class ProfileResult:
     already_recorded: bool = False
 
 
-class NoiseFile(BaseModel):
-    """An A/A remeasure: the kernel it timed (must be the current best) and its timings."""
-
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True, defer_build=True)
-    kernel_sha256: Sha256
-    measurements: list[MeasurementIn]
-
-
 class Writes(Session):
     """The use cases that append, one method each."""
 
@@ -174,6 +163,7 @@ class Writes(Session):
         base_dir: Path | None = None,
         reopen: str | None = None,
         check: Callable[[Sequence[Event]], None] | None = None,
+        vocabulary: bool = True,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
         paths in the round result resolve against `base_dir` (default: the working
@@ -182,7 +172,8 @@ class Writes(Session):
         A concluded run accepts no rounds, unless `reopen` gives the reason to take one
         anyway (as the JSON-file controller does): then RunReopened goes before the round,
         in the same append, so a refused round leaves the run concluded. `check`, a caller's
-        own rule, sees the events about to be appended and raises to refuse them."""
+        own rule, sees the events about to be appended and raises to refuse them. Without
+        `vocabulary` the decision records no mechanism entry (`round.round_events`)."""
         base = base_folder(base_dir)
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
@@ -220,6 +211,7 @@ class Writes(Session):
             validation=validation,
             measurements=measured,
             profiles=profiles,
+            vocabulary=vocabulary,
         )
         items += outcome.events
         if check is not None:

@@ -91,7 +91,8 @@ def other_url(db_url: str, request, tmp_path: Path) -> str:
 def test_the_tools_are_the_commands_declared_tools():
     assert list(tools()) == [
         "analyze", "check-merge", "checkout", "compare", "diagnose", "history", "noise",
-        "plan", "profile", "record", "show", "status", "suggest", "verify",
+        "plan", "profile", "record", "schema", "show", "status", "suggest", "template",
+        "verify",
     ]  # fmt: skip
 
 
@@ -321,7 +322,50 @@ def test_run_resources(sqlite_url):
         return listed, templates, status, report
 
     listed, templates, status, report = run_async(read)
-    assert [str(r.uri) for r in listed.resources] == [f"kernel-ledger://runs/{RUN}/status"]
-    assert len(templates.resource_templates) == 2
+    uris = [str(r.uri) for r in listed.resources]
+    assert uris[-1] == f"kernel-ledger://runs/{RUN}/status"
+    assert uris[:2] == [
+        "kernel-ledger://inputs/config/schema",
+        "kernel-ledger://inputs/config/template",
+    ]
+    assert len(uris) == 13  # six kinds of input file, a schema and a template each
+    assert len(templates.resource_templates) == 3
     assert json.loads(status.contents[0].text) == cli("status", "--run", RUN, "--json").json()
     assert report.contents[0].text.startswith("# softmax: run softmax-demo-001")
+
+
+def test_input_schemas_and_templates_as_tools_and_resources(sqlite_url):
+    from ledger.inputs.schemas import json_schema, template
+
+    async def read():
+        async with server(sqlite_url) as call:
+            tool = await call.ok("template", kind="round")
+            schema = await call.ok("schema", kind="manifest")
+            bad = await call("template", kind="bogus")
+            resource = await call.session.read_resource("kernel-ledger://inputs/config/template")
+            as_schema = await call.session.read_resource("kernel-ledger://inputs/decide/schema")
+        return tool, schema, bad, resource, as_schema
+
+    tool, schema, bad, resource, as_schema = run_async(read)
+    assert tool == {"status": "ok", "kind": "round", "template": template("round")}
+    assert schema["schema"] == json_schema("manifest")
+    assert bad == (
+        True,
+        {
+            "status": "error",
+            "error": "argument 'kind' must be one of config, round, manifest, case-matrix, "
+            "measurements, decide, not 'bogus'",
+            "exit_code": 2,
+            "error_class": "rejected input",
+        },
+    )
+    assert resource.contents[0].text == template("config")
+    assert json.loads(as_schema.contents[0].text) == json_schema("decide")
+    assert input_schema(tools()["template"])["properties"]["kind"]["enum"] == [
+        "config",
+        "round",
+        "manifest",
+        "case-matrix",
+        "measurements",
+        "decide",
+    ]

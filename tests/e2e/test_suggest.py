@@ -66,7 +66,7 @@ def test_decision_records_the_vocabulary_entry(cli, tmp_path):
     decided = cli("show", "--run", "softmax-a-001", "--round", 1, "--json").json()["decision"]
     assert decided["mechanism_entry"] == {
         "entry": "rows-per-program",
-        "vocabulary": 1,
+        "vocabulary": 2,
         "source": "mechanism",
     }
     decided = cli("show", "--run", "softmax-c-001", "--round", 1, "--json").json()["decision"]

@@ -1,0 +1,70 @@
+"""The corpus driver (examples/kernel-corpus/run_corpus.py) end to end on the CPU.
+
+Two ops, tiny shapes, 3 repeats, under Triton's interpreter and without ncu, through the real
+command line on a temporary SQLite ledger: the runs are planned, every variant becomes a
+round, each run is concluded and exported as a bundle that `import` accepts elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+REPO = Path(__file__).resolve().parents[1]
+DRIVER = REPO / "examples" / "kernel-corpus" / "run_corpus.py"
+
+
+def kl(*args: str, db: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "cli", *args, "--db", db, "--json"],
+                          capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_driver_captures_two_ops_into_a_ledger(tmp_path: Path) -> None:
+    out = tmp_path / "corpus"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), "--out", str(out), "--ops", "swiglu,transpose",
+         "--tiny", "--repeats", "3", "--no-ncu", "--ledger-cmd", f"{sys.executable} -m cli"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ncu"] == {"used": False, "reason": "--no-ncu"}
+    assert summary["skipped_ops"] == []
+    assert summary["verify"]["rc"] == 0
+    db = f"sqlite:///{out / 'ledger.sqlite3'}"
+    for op, run_id, variants in (("swiglu", "corpus-swiglu-001", 5),
+                                 ("transpose", "corpus-transpose-001", 4)):  # fmt: skip
+        info = summary["ops"][op]
+        assert info["run_id"] == run_id
+        recorded = [r for r in info["rounds"] if r.get("rc") == 0]
+        assert len(recorded) == variants, info["rounds"]
+        assert {r["decision"] for r in recorded} <= {"KEEP", "DISCARD", "NOISE", "FAIL"}
+        for row in recorded:
+            shown = kl("show", "--run", run_id, "--round", str(row["round"]), db=db)
+            assert json.dumps(shown).count(row["mechanism"]) >= 1
+        run = kl("status", "--run", run_id, db=db)["run"]
+        assert (run["run_id"], run["op_name"], run["status"]) == (run_id, op, "concluded")
+        assert info["analyze"]["rc"] == 0 and info["bundle"]["rc"] == 0
+        bundle = out / info["bundle"]["path"]
+        assert bundle.stat().st_size > 0
+        # the bundle is a real export: a fresh ledger imports it
+        fresh = f"sqlite:///{tmp_path / (op + '.sqlite3')}"
+        kl("import", str(bundle), db=fresh)
+    # the failing case of a precision shortcut lands in the round's case matrix
+    matrix = json.loads(
+        (out / "validation" / "swiglu" / "sw4_native_precision" / "case-matrix.json").read_text()
+    )
+    assert {c["id"] for c in matrix["cases"]} == {
+        "fp16-8192x4096", "bf16-4096x11008", "fp16-16x4096", "bf16-16384x1024"}  # fmt: skip
+    raw = list((out / "raw" / "swiglu").rglob("*.json"))
+    assert raw and all(json.loads(p.read_text())["unit"] == "us" for p in raw)
