@@ -602,8 +602,10 @@ def make_checkpoint(
     signer_key: str | None = None,
     clock: Callable[[], str],
     on_progress: Callable[[int, int], None] | None = None,
+    before_storing: Callable[[str], None] | None = None,
 ) -> CheckpointMade:
-    """Verify the whole ledger, then store and return its checkpoint note.
+    """Verify the whole ledger, then store and return its checkpoint note; `before_storing`
+    sees the note first and may refuse it (an output that cannot take it).
 
     A ledger that does not verify gets no checkpoint: pinning it would vouch for a
     history already known to be wrong."""
@@ -621,6 +623,8 @@ def make_checkpoint(
         )
     cp = notes.Checkpoint(origin, watch.builder.size, watch.builder.root())
     note = notes.sign(cp, signer_key) if signer_key is not None else notes.format_note(cp)
+    if before_storing is not None:
+        before_storing(note)
     with store.transaction(write=True) as conn:
         row, new = audit_store.save_checkpoint(
             conn,
