@@ -8,8 +8,9 @@ runs come in as projections (`RunView`), the answer goes out as values; no store
 
 How similar a past round is to the target (0 to 1, `similarity`): the same op (or op family),
 the same platform (or family), shared case shapes, the same bottleneck class of the
-starting profile and the distance between the signals (ledger/core/similar.py). A round
-below `MIN_SIMILARITY` is not evidence. An entry's score sums, over its rounds, weight
+starting profile and the distance between the signals (ledger/core/similar.py). A run with
+a round at least `MIN_SIMILARITY` similar is a similar run; only its rounds make failure
+signatures, while every round ranks, weighted by its nearness. An entry's score sums, over its rounds, weight
 (exp((similarity - nearest) / SHARPNESS)) x recency x outcome (a KEEP counts 1 plus its gain up to
 0.5; a try that was not kept counts little, a FAIL against it). docs/suggest.md says the
 same in prose.
@@ -29,7 +30,7 @@ from ledger.core.projections import RoundRow, RunView
 from ledger.core.similar import signal_distance
 
 MIN_SIMILARITY = 0.25
-"""A past round less similar than this to the target is not evidence for it."""
+"""A past round at least this similar to the target makes its run a similar run."""
 
 WEIGHTS = {"op": 0.30, "platform": 0.15, "shapes": 0.15, "bottleneck": 0.20, "signals": 0.20}
 """The parts of a round's similarity to the target; they sum to 1."""
@@ -294,13 +295,14 @@ def suggest(
         recency = 1.0 - 0.3 * (1 - (rank_of[last] + 1) / len(newest)) if newest else 1.0
         for row in view.rounds:
             like = likeness(target, view, row)
-            if like.value < MIN_SIMILARITY:
-                continue
-            similar[view.run.run_id] = max(similar.get(view.run.run_id, 0.0), like.value)
+            if like.value >= MIN_SIMILARITY:
+                similar[view.run.run_id] = max(similar.get(view.run.run_id, 0.0), like.value)
             entry = entry_of(row)
             if entry == mechanisms.OTHER:
-                other_rounds += 1
+                other_rounds += like.value >= MIN_SIMILARITY
                 continue
+            # every round ranks, weighted by how near it is; only similar ones are
+            # failure signatures
             evidence.setdefault(entry, []).append((recency, row, like))
     tried_here: dict[str, list[tuple[int, str]]] = {}
     for row in target.tried:
@@ -313,21 +315,28 @@ def suggest(
         ),
         key=lambda r: (tried_last and _tried_unkept(r), -r.score, r.entry),
     )
+    close = {e: [i for i in items if i[2].value >= MIN_SIMILARITY] for e, items in evidence.items()}
     signatures = sorted(
-        (s for s in (_signature(e, items) for e, items in evidence.items()) if s is not None),
+        (s for s in (_signature(e, items) for e, items in close.items()) if s is not None),
         key=lambda s: (-s.failed_runs, -sum(b.similarity for b in s.rounds), s.entry),
     )
     if not others:
         note = "no other run in the ledger: no evidence to rank mechanisms by"
+    elif not evidence:
+        note = (
+            f"none of the {len(others)} other runs has a decided round that names a mechanism entry"
+        )
     elif not similar:
         note = (
             f"none of the {len(others)} other runs has a round similar enough to this run "
-            f"(similarity >= {MIN_SIMILARITY}: op, platform, shapes, bottleneck, signals)"
+            f"(similarity >= {MIN_SIMILARITY}: op, platform, shapes, bottleneck, signals); "
+            f"ranked from the nearest rounds (similarity {nearest:.2f}), weak evidence"
         )
     else:
         note = (
             f"{len(similar)} of {len(others)} other runs resemble this run; "
-            f"{sum(len(v) for v in evidence.values())} of their rounds name a mechanism entry"
+            f"{sum(len(v) for v in close.values())} of their similar rounds name a mechanism "
+            "entry"
         )
     elsewhere = tuple(
         (rnd, entry, decision)
@@ -392,7 +401,7 @@ def _ranked(
     median = statistics.median(gains) if gains else None
     top = behind[0]
     why = (
-        f"kept in {keeps} of {len(items)} tries across {runs} similar run"
+        f"kept in {keeps} of {len(items)} tries across {runs} run"
         f"{'s' if runs != 1 else ''}"
         + (
             f" (median gain {_pct(median)}, range {_pct(min(gains))} to {_pct(max(gains))})"
