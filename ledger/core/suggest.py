@@ -10,10 +10,10 @@ How similar a past round is to the target (0 to 1, `similarity`): the same op (o
 the same platform (or family), shared case shapes, the same bottleneck class of the
 starting profile and the distance between the signals (ledger/core/similar.py). A run with
 a round at least `MIN_SIMILARITY` similar is a similar run; only its rounds make failure
-signatures, while every round ranks, weighted by its nearness. An entry's score sums, over its rounds, weight
-(exp((similarity - nearest) / SHARPNESS)) x recency x outcome (a KEEP counts 1 plus its gain up to
-0.5; a try that was not kept counts little, a FAIL against it). docs/suggest.md says the
-same in prose.
+signatures, while every round ranks, weighted by its nearness. An entry's score sums, over
+its rounds, weight (exp((similarity - nearest) / SHARPNESS)) x recency x outcome (a KEEP
+counts 1 plus its gain up to 0.5; a try that was not kept counts little, a FAIL against
+it). docs/suggest.md says the same in prose.
 """
 
 from __future__ import annotations
