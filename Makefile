@@ -11,10 +11,16 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test lint bench clean faults docs
 
 $(STAMP): pyproject.toml
+	@echo "setting up $(VENV): kernel-ledger and its extras (sqlalchemy, alembic, pydantic, numpy,"
+	@echo "typer, psycopg, cryptography, matplotlib, jinja2, starlette, mcp, pytest, ruff, playwright);"
+	@echo "about a minute, once; each package is listed as it is collected"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,postgres,sign,report,serve,mcp]'
+	@bash -c "set -o pipefail; $(BIN)/python -m pip install --disable-pip-version-check \
+		-e '.[dev,postgres,sign,report,serve,mcp]' | grep --line-buffered -E '^(Collecting|Successfully)' \
+		| sed -u 's/^/  /'"
 	@touch $(STAMP)
+	@echo "$(VENV) is ready"
 
 install: $(STAMP)
 

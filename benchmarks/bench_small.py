@@ -63,14 +63,19 @@ def startup(folder: Path, *, repeats: int) -> Section:
     status = [*_cli(), "--db", sqlite_url(path), "status", "--json"]
     floor = [sys.executable, "-c", FLOOR_IMPORTS]
     bare = [sys.executable, "-c", "pass"]
+    helped = [*_cli(), "--help"]
     progress(f"startup: {repeats} repetitions")
     _process(status)  # warm the file cache and the byte-code cache
     _process(floor)
     _CHILD_CPU.clear()
     times = interleave(
-        lambda: _process(floor), lambda: _process(status), lambda: _process(bare), repeats=repeats
+        lambda: _process(floor),
+        lambda: _process(status),
+        lambda: _process(bare),
+        lambda: _process(helped),
+        repeats=repeats,
     )
-    floor_s, status_s, bare_s = times
+    floor_s, status_s, bare_s, help_s = times
     ratio = ratios(status_s.values, floor_s.values)
     section = Section(key="startup", title="Start-up")
     section.intro = (
@@ -92,6 +97,11 @@ def startup(folder: Path, *, repeats: int) -> Section:
                 "`kernel-ledger status --json`",
                 Series([s * 1000 for s in status_s.values]).show(ms),
                 ratio.show("{:.2f}"),
+            ],
+            [
+                "`kernel-ledger --help`",
+                Series([s * 1000 for s in help_s.values]).show(ms),
+                ratios(help_s.values, floor_s.values).show("{:.2f}"),
             ],
         ],
     )

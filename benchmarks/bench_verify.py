@@ -1,222 +1,170 @@
-"""3 (and 7). Verification speed and memory against reading and hashing every row.
+"""Verify on a large ledger: the whole replay (`verify`) against `verify --since` from a
+checkpoint note of all but the newest events.
 
-Three ways over the same ledger, each in its own process (so peak RSS belongs to it alone):
-  floor   the driver reads every row in seq order and SHA-256-hashes its payload and
-          identity bytes in a tight loop
-  chain   `verify --chain` (`ledger.integrity.verify.verify_chain`): the seq, hash and chain checks
-          over the stored rows in pages, the event hash recomputed over the stored bytes,
-          versions contiguous, parent hashes linked
-  replay  `verify` (`verify_ledger`): every check, including re-canonicalizing and
-          re-validating every payload, re-deciding every round and comparing the projections;
-          as the command runs it: a ledger of 20,000 events or more is shared among worker
-          processes, one per CPU (at most 8)
-  replay1 the same in one process (`workers=1`, KERNEL_LEDGER_VERIFY_WORKERS=1)
-
-Peak RSS is the child's own high-water mark (VmHWM), and the child does nothing but open
-the store and run its one check (with workers: the parent's, which holds no run; each worker
-holds the runs of its share).
+The ledger (`events` events, built once through the append path, `workload.BulkWriter`, and
+cached under .bench-cache/ with its checkpoint note) gets `new` more events in new runs on a
+copy; then, each in a process of its own, the full verify and the incremental one from the
+note, in turn. The ratio incremental / full is taken within each repetition.
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Section, Series, goal, progress, python_json, ratios, rss_mib
+from benchmarks.common import (
+    ROOT,
+    Section,
+    Series,
+    copy_sqlite,
+    goal,
+    progress,
+    python_json,
+    ratios,
+    rss_mib,
+    sqlite_url,
+)
 
-MODES = ("floor", "chain", "replay1", "replay")
-
-
-def _floor(url: str) -> int:
-    if url.startswith("sqlite"):
-        import sqlite3
-
-        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
-        cursor = conn.execute(
-            "SELECT seq, event_id, stream_id, stream_version, event_type, schema_version, "
-            "recorded_at, payload, parent_hash, event_hash FROM events ORDER BY seq"
-        )
-    else:
-        import psycopg
-        from sqlalchemy.engine import make_url
-
-        parsed = make_url(url)
-        conn = psycopg.connect(
-            host=parsed.host, port=parsed.port, user=parsed.username, dbname=parsed.database
-        )
-        cursor = conn.cursor(name="floor")  # server-side: streamed, like the store's pages
-        cursor.itersize = 2000
-        cursor.execute(
-            "SELECT seq, event_id, stream_id, stream_version, event_type, schema_version, "
-            "recorded_at, payload, parent_hash, event_hash FROM events ORDER BY seq"
-        )
-    sha256 = hashlib.sha256
-    count = 0
-    for row in cursor:
-        digest = sha256(row[7])
-        digest.update(f"{row[1]}{row[2]}{row[3]}{row[4]}{row[5]}{row[6]}{row[8]}".encode())
-        digest.hexdigest()
-        count += 1
-    conn.close()
-    return count
+CACHE = ROOT / ".bench-cache"
+GOAL = 0.02
 
 
-def _chain(url: str) -> int:
-    from ledger.integrity.verify import verify_chain
+def cached_ledger(events: int) -> tuple[Path, str, int]:
+    """(ledger file, checkpoint note of all its events, next run number): built once."""
+    path = CACHE / f"verify-{events}.sqlite3"
+    meta = path.with_suffix(".json")
+    if meta.exists() and path.exists():
+        found = json.loads(meta.read_text())
+        return path, found["note"], found["next_run"]
+    from benchmarks.common import remove_sqlite
+    from benchmarks.workload import BulkWriter, Generator, Shape
+    from ledger.integrity import audit, merkle
+    from ledger.integrity.checkpoint import Checkpoint, format_note
     from ledger.store.eventstore import Store
 
-    store = Store(url)
-    report = verify_chain(store)
-    store.close()
-    if not report.ok:
-        raise SystemExit(f"verify --chain failed: {report.as_dict()['first_failure']}")
-    return report.events_checked
-
-
-WORKERS: list[int] = []  # how many processes the replay ran in
-
-
-def _replay(url: str, workers: int | None = None) -> int:
-    from ledger.integrity.verify import verify_ledger, worker_count
-    from ledger.store.eventstore import Store
-
-    store = Store(url)
+    CACHE.mkdir(exist_ok=True)
+    remove_sqlite(path)
+    store = Store(sqlite_url(path))
+    writer = BulkWriter(store, batch=1000)
+    generator = Generator(Shape(), prefix="big", distinct=480)
+    k = 0
+    while writer.events_written + writer.pending_events < events:
+        writer.add(generator.run(k))
+        k += 1
+        if k % 2000 == 0:
+            progress(f"verify: {writer.events_written:,} events written")
+    writer.flush()
     with store.transaction() as conn:
-        total = store.event_count(conn)
-    WORKERS.append(worker_count(workers, total))  # as verify decides it: idle CPUs, now
-    report = verify_ledger(store, workers=WORKERS[-1])
+        tree = merkle.TreeBuilder()
+        for page in store.event_hash_pages(conn):
+            tree.extend(bytes.fromhex(h) for _, h in page)
+        origin = audit.origin_for(store.ledger_id(conn))
+    store.close()
+    note = format_note(Checkpoint(origin, tree.size, tree.root()))
+    meta.write_text(json.dumps({"note": note, "next_run": k}))
+    return path, note, k
+
+
+def grown(base: Path, out: Path, first_run: int, new: int) -> int:
+    """A copy of `base` with about `new` more events in new runs; events added."""
+    from benchmarks.workload import BulkWriter, Generator, Shape
+    from ledger.store.eventstore import Store
+
+    copy_sqlite(base, out)
+    store = Store(sqlite_url(out))
+    writer = BulkWriter(store, batch=1000, seed=first_run)  # event ids unlike the base's
+    generator = Generator(Shape(), prefix="big", distinct=480)
+    k = first_run
+    while writer.events_written + writer.pending_events < new:
+        writer.add(generator.run(k))
+        k += 1
+    writer.flush()
+    store.close()
+    return writer.events_written
+
+
+def child(mode: str, url: str, note: str) -> dict[str, Any]:
+    from ledger.integrity import audit
+    from ledger.store.eventstore import Store
+
+    start, cpu = time.perf_counter(), time.process_time()
+    store = Store(url)
+    report = audit.verify(store) if mode == "full" else audit.verify_since(store, note)
     store.close()
     if not report.ok:
         raise SystemExit(f"verify failed: {report.as_dict()['first_failure']}")
-    return report.events_checked
-
-
-def _replay_one_process(url: str) -> int:
-    return _replay(url, workers=1)
-
-
-def child(mode: str, url: str) -> dict[str, Any]:
-    import ledger.integrity.verify
-    import ledger.store.eventstore  # noqa: F401  (imports are not what is measured)
-
-    if not url.startswith("sqlite"):
-        import psycopg  # noqa: F401
-    start = time.perf_counter()
-    count = {
-        "floor": _floor,
-        "chain": _chain,
-        "replay1": _replay_one_process,
-        "replay": _replay,
-    }[mode](url)
-    seconds = time.perf_counter() - start
     return {
         "mode": mode,
-        "events": count,
-        "seconds": seconds,
+        "seconds": time.perf_counter() - start,
+        "cpu_seconds": time.process_time() - cpu,
+        "events_checked": report.ledger.events_checked,
         "rss_mib": rss_mib(),
-        "workers": WORKERS[-1] if WORKERS else None,
     }
 
 
-def run_child(mode: str, url: str) -> dict[str, Any]:
-    return python_json(
-        ["-m", "benchmarks.bench_verify", mode, url], cwd=ROOT, what=f"verify benchmark ({mode})"
-    )
-
-
-def measure(
-    targets: list[tuple[str, str]], *, repeats: int, replay_repeats: int, title: str, key: str
-) -> Section:
-    """`targets`: (label, url) of the ledgers to verify, smallest first."""
-    from ledger.integrity.verify import PARALLEL_MIN_EVENTS
-
-    section = Section(key=key, title=title)
-    rows = []
-    for label, url in targets:
-        rate = {mode: Series() for mode in MODES}
-        rss = {mode: Series() for mode in MODES}
-        events = 0
-        workers: list[int] = []
-        for rep in range(repeats):
-            for mode in MODES:
-                if mode.startswith("replay") and rep >= replay_repeats:
-                    continue
-                progress(f"{key}: {mode} over {label}, repetition {rep + 1}")
-                result = run_child(mode, url)
-                events = result["events"]
-                rate[mode].add(result["events"] / result["seconds"])
-                rss[mode].add(result["rss_mib"])
-                if mode == "replay":
-                    workers.append(result["workers"])
-        floor = rate["floor"].values
-        chain_ratio = ratios(rate["chain"].values, floor)
-        replayed = len(rate["replay"].values)
-        one_ratio = ratios(rate["replay1"].values, floor[:replayed])
-        replay_ratio = ratios(rate["replay"].values, floor[:replayed])
-        speedup = ratios(rate["replay"].values, rate["replay1"].values)
-        shared = ", ".join(map(str, workers))
-        rows.append(
-            [
-                f"{events:,}",
-                rate["floor"].show(),
-                rate["chain"].show(),
-                chain_ratio.show("{:.2f}"),
-                rate["replay1"].show(),
-                one_ratio.show("{:.3f}"),
-                f"{rate['replay'].show()} ({shared})",
-                replay_ratio.show("{:.3f}"),
-                speedup.show("{:.2f}"),
-                " / ".join(f"{rss[m].median:.0f}" for m in MODES),
-            ]
-        )
-        section.figures[label] = {
-            "events": events,
-            "replay_workers": workers,
-            **{f"{m}_events_per_s": rate[m].as_dict() for m in MODES},
-            **{f"{m}_rss_mib": rss[m].as_dict() for m in MODES},
-            "chain_ratio": chain_ratio.as_dict(),
-            "replay_one_process_ratio": one_ratio.as_dict(),
-            "replay_ratio": replay_ratio.as_dict(),
-            "replay_workers_speedup": speedup.as_dict(),
-        }
-        last_chain = chain_ratio.median
-    section.intro = (
-        "Events per second, median [min-max] of "
-        f"{repeats} repetitions ({replay_repeats} for each full replay); each figure in its "
-        "own process; ratios to the floor taken within each repetition. The full replay in "
-        "one process (`workers=1`), and as `verify` runs it: a ledger of "
-        f"{PARALLEL_MIN_EVENTS:,} events or more shared among worker processes, one per idle "
-        "CPU when it starts (the CPUs less those busy over 50 ms, from the kernel's CPU "
-        "time counters; how many in parentheses), each replaying the runs that begin in its "
-        "part of the log and reading only that stretch. Peak RSS in MiB (of the process "
-        "the figure was taken in; with workers, the parent's)."
+def measure(work: Path, *, events: int, new: int, repeats: int) -> Section:
+    base, note, next_run = cached_ledger(events)
+    work.mkdir(parents=True, exist_ok=True)
+    ledger = work / "grown.sqlite3"
+    added = grown(base, ledger, next_run, new)
+    note_file = work / "checkpoint.txt"
+    note_file.write_text(note)
+    seconds = {"full": Series(), "since": Series()}
+    cpu = {"full": Series(), "since": Series()}
+    checked, rss = {}, {}
+    for rep in range(repeats):
+        for mode in ("full", "since"):
+            progress(f"verify: repetition {rep + 1}, {mode}")
+            found = python_json(
+                ["-m", "benchmarks.bench_verify", mode, sqlite_url(ledger), str(note_file)],
+                cwd=ROOT,
+                what=f"verify benchmark ({mode})",
+            )
+            seconds[mode].add(found["seconds"])
+            cpu[mode].add(found["cpu_seconds"])
+            checked[mode], rss[mode] = found["events_checked"], found["rss_mib"]
+    ratio = ratios(seconds["since"].values, seconds["full"].values)
+    cpu_ratio = ratios(cpu["since"].values, cpu["full"].values)
+    section = Section(
+        "verify",
+        "Verify (SQLite)",
+        f"A ledger of {events + added:,} events: a checkpoint note of the first {events:,} "
+        f"(cached in .bench-cache/), then {added:,} events in new runs. Seconds, median "
+        f"[min-max] of {repeats} repetitions, each command in a process of its own; the ratio "
+        "is taken within each repetition. Commands: `kernel-ledger verify` and "
+        "`kernel-ledger verify --since checkpoint.txt`.",
     )
     section.table(
+        ["command", "seconds", "CPU seconds", "events replayed", "peak RSS MiB"],
         [
-            "events",
-            "floor: read + SHA-256",
-            "chain check",
-            "chain / floor",
-            "full replay, one process",
-            "/ floor",
-            "full replay (workers)",
-            "/ floor",
-            "workers / one process",
-            "peak RSS floor / chain / replay, one process / workers",
+            [
+                f"`{name}`",
+                seconds[m].show("{:.2f}"),
+                cpu[m].show("{:.2f}"),
+                f"{checked[m]:,}",
+                f"{rss[m]:.0f}",
+            ]
+            for name, m in (("verify", "full"), ("verify --since", "since"))
         ],
-        rows,
     )
-    section.notes.append(f"Chain-check goal at the largest ledger: {goal(last_chain, 0.5)}.")
+    section.notes.append(
+        f"`verify --since` / `verify`: {ratio.show('{:.4f}')}; "
+        f"{goal(ratio.median, GOAL, at_least=False)}; in CPU time {cpu_ratio.show('{:.4f}')}: "
+        f"{goal(cpu_ratio.median, GOAL, at_least=False)}."
+    )
+    section.figures = {
+        "events": events + added,
+        "full_s": seconds["full"].as_dict(),
+        "since_s": seconds["since"].as_dict(),
+        "since_over_full": ratio.as_dict(),
+        "since_over_full_cpu": cpu_ratio.as_dict(),
+    }
     return section
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=MODES)
-    parser.add_argument("url")
-    args = parser.parse_args()
-    sys.stdout.write(json.dumps(child(args.mode, args.url)) + "\n")
+    mode, url, note_path = sys.argv[1:4]
+    print(json.dumps(child(mode, url, Path(note_path).read_text())))

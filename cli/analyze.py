@@ -52,6 +52,7 @@ COMMAND = Command(
             "The folder to write analysis.json, report.md and manifest.json to "
             "(default: .vaws-local/ascend-triton/optimization/<run>).",
             metavar="DIR",
+            file=True,
         ),
         "force": Option("Overwrite output files that hold other content.", bool, False),
     },

@@ -11,16 +11,19 @@ from cli.output import progress
 CHECKPOINT = Option(
     "A pinned checkpoint note (C2SP tlog-checkpoint: origin, size, root), or a file holding one.",
     metavar="NOTE_OR_FILE",
+    file_or_text=True,
 )
 VERIFIER_KEY = Option(
     "Require a valid signature on the pinned checkpoint by this Ed25519 verifier key (the "
     "key, or a file holding it).",
     metavar="KEY_OR_FILE",
+    file_or_text=True,
 )
 SINCE = Option(
     "Verify from this checkpoint note on (the note, or a file holding it): the events it "
     "covers by Merkle consistency, the runs touched after it by replay.",
     metavar="NOTE_OR_FILE",
+    file_or_text=True,
 )
 PROGRESS_MIN_EVENTS = 5000
 BAR_WIDTH = 30

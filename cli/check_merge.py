@@ -21,14 +21,16 @@ def check_merge(
     since: str | None,
 ) -> Outcome:
     from ledger.errors import InputError
+    from ledger.integrity.audit import read_note_arg
     from ledger.integrity.gate import check_merge as gate
 
-    if since is not None:  # the incremental verifier plugs in here
-        raise InputError("--since needs the incremental verifier, which this version lacks")
     key = key_arg(verifier_key, "--verifier-key")
     note = pinned_note(checkpoint)
-    if key is not None and note is None:
-        raise InputError("--verifier-key needs --checkpoint")
+    if since is not None and note is not None:
+        raise InputError("--since and --checkpoint are two starting points; give one")
+    since_note = read_note_arg(since, "--since") if since is not None else None
+    if key is not None and note is None and since_note is None:
+        raise InputError("--verifier-key needs --checkpoint or --since")
     result = gate(
         env.store(),
         run,
@@ -36,6 +38,7 @@ def check_merge(
         pinned_note=note,
         verifier_key=key,
         strict_artifacts=strict_artifacts,
+        since_note=since_note,
     )
     body = result.as_dict()
     if markdown:

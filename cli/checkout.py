@@ -67,6 +67,7 @@ COMMAND = Command(
             "The file to write the kernel to (default: stdout, which a JSON result cannot carry).",
             metavar="PATH",
             tool_required=True,
+            file=True,
         ),
         "force": Option("Overwrite a different existing file.", bool, False),
     },

@@ -76,7 +76,9 @@ COMMAND = Command(
     checkpoint,
     say_checkpoint,
     {
-        "sign": Option("Sign the note with this Ed25519 signer key file.", metavar="KEYFILE"),
+        "sign": Option(
+            "Sign the note with this Ed25519 signer key file.", metavar="KEYFILE", file=True
+        ),
         "out": Option("Also write the note to FILE.", metavar="FILE", file=True),
         "force": Option("Overwrite an existing --out file.", bool, False),
         "generate_key": Option(

@@ -53,7 +53,8 @@ class Option:
     ge: int | None = None
     le: int | None = None
     choices: tuple[str, ...] = ()  # one of these, in any case
-    file: bool = False  # a file path: must not be blank
+    file: bool = False  # a file or folder path (read or written): must not be blank
+    file_or_text: bool = False  # a note or key, or the file holding it
     run_id: bool = False  # a run id (RUN_ID_RE)
     tool_required: bool = False  # an MCP call must give it, though the command line need not
 

@@ -174,12 +174,39 @@ def generated() -> dict[Path, str]:
         skill: tools_md(skill.read_text(encoding="utf-8"), order),
         agents: agents_md(agents.read_text(encoding="utf-8"), order),
         vocabulary: mechanisms_md(vocabulary.read_text(encoding="utf-8")),
+        ROOT / "docs" / "inputs.md": inputs_md(),
+        ROOT / "cli" / "skilldata" / "references" / "inputs.md": inputs_md(),
     }
+
+
+INPUTS_HEAD = """# Input files
+
+Every file an agent or a person writes for kernel-ledger, with a minimal valid example and
+every field's type, unit, default and meaning. All of it is derived from the input models
+(ledger/inputs/models.py) by `make docs`; `kernel-ledger template KIND` prints an example and
+`kernel-ledger schema KIND` its JSON Schema (MCP: the `template` and `schema` tools, and the
+resources `kernel-ledger://inputs/KIND/template` and `.../schema`).
+
+In a template, lines starting with `//` are notes on optional fields: drop them (or write
+the field) and replace the example values; the sha256 values are placeholders for the real
+digests (`sha256sum FILE`). Relative paths in a config, round result or measurements file
+resolve against the working directory; a manifest's artifact URIs against its own folder.
+Keys a model does not list are kept verbatim as evidence (a manifest and `decide` input allow
+none).
+
+"""
+
+
+def inputs_md() -> str:
+    """docs/inputs.md and the skill's references/inputs.md: every input file."""
+    from ledger.inputs.schemas import reference_markdown
+
+    return INPUTS_HEAD + _block("ledger/inputs/models.py", [reference_markdown()])
 
 
 def main() -> None:
     for path, text in generated().items():
-        if path.read_text(encoding="utf-8") != text:
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             sys.stdout.write(f"wrote {path.relative_to(ROOT)}\n")
 

@@ -60,6 +60,7 @@ COMMAND = Command(
             "Also prove consistency with this pinned checkpoint (repeatable).",
             metavar="NOTE_OR_FILE",
             many=True,
+            file_or_text=True,
         ),
     },
     returns='`status` "exported", `run_id`, `path`, `events`, `blobs`, `tree_size`, `root`, '

@@ -7,6 +7,13 @@ use case, not a Python start-up. The tools are the commands declared `tool=True`
 call's arguments are checked by the same rules as the command line's options before anything
 is opened. The files a tool names are read and checked as on the command line.
 
+Confined: every path a tool's arguments name (a file to read, a file or folder to write, a
+checkpoint or key given as a file) must resolve, symbolic links followed, inside the folder
+the server runs in, a root its client declares (MCP roots), or a folder given with
+`--allow-path`; a path outside is a tool error and nothing is read or written. (Paths inside
+the input files, such as a config's `kernel.path`, are read as on the command line.) An
+argument over `MAX_ARGUMENT_CHARS` is refused without being echoed.
+
 A tool's result is exactly the object the command prints with `--json` (structured content,
 and the same JSON as text). An error is a tool error: the text is the command's one-line
 `Error: ...` with each of its options named as an argument (`argument 'force'`, never
@@ -17,11 +24,16 @@ of its exit code (rejected input, check failed, conflict, store unavailable).
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from cli.declare import MCP, Command, Env, Option, every_command, flag_of
 from ledger.errors import InputError, LedgerError
+from ledger.text import display
 
 EXIT_CLASSES = {
     1: "check failed",
@@ -31,6 +43,71 @@ EXIT_CLASSES = {
     70: "internal error",
 }
 TYPES = {str: "string", int: "integer", bool: "boolean"}
+MAX_ARGUMENT_CHARS = 64 * 1024
+"""The longest text (or list of texts, together) one argument may hold."""
+
+
+class Confinement:
+    """Where a tool's paths may lead: the folder the server serves, the roots its client
+    declared, and each `--allow-path`."""
+
+    def __init__(self, served: Path, allowed: Iterable[Path] = ()) -> None:
+        self.fixed = [_real(served), *(_real(Path(a)) for a in allowed)]
+        self.client_roots: list[Path] = []
+
+    def roots(self) -> list[Path]:
+        return [*self.fixed, *self.client_roots]
+
+    def declare(self, uris: Iterable[str]) -> None:
+        """The client's roots (`file://` URIs; others name no folder here)."""
+        roots = []
+        for uri in uris:
+            parsed = urlparse(str(uri))
+            if parsed.scheme == "file" and parsed.path:
+                roots.append(_real(Path(unquote(parsed.path))))
+        self.client_roots = roots
+
+    def check(self, command: Command, arguments: dict[str, Any]) -> None:
+        """InputError naming the first argument whose path leads outside every root."""
+        for name, option in command.options.items():
+            if not (option.file or option.file_or_text) or arguments.get(name) is None:
+                continue
+            values = arguments[name] if option.many else [arguments[name]]
+            for value in values:
+                if option.file_or_text and ("\n" in value.strip() or not os.path.lexists(value)):
+                    continue  # the note or key itself, not a file
+                real = _real(Path(value))
+                if not any(real == root or real.is_relative_to(root) for root in self.roots()):
+                    raise InputError(
+                        f"argument '{name}': {display(value)} is outside the folders this "
+                        f"server may use ({', '.join(display(str(r)) for r in self.roots())}); "
+                        "nothing was read or written (start it with --allow-path DIR to add one)"
+                    )
+
+
+def _real(path: Path) -> Path:
+    try:
+        return Path(os.path.realpath(path.expanduser()))
+    except (OSError, RuntimeError, ValueError):
+        return Path(os.path.abspath(path))
+
+
+def refuse_oversized(arguments: dict[str, Any]) -> None:
+    """An argument too long to be one is refused, naming only its name and size."""
+    for name, value in arguments.items():
+        if isinstance(value, str):
+            size = len(value)
+        elif isinstance(value, list):
+            size = sum(len(v) if isinstance(v, str) else len(str(v)) for v in value[:10_000])
+            size = max(size, len(value))
+        else:
+            size = 0  # a number or flag: its range is checked by its declaration
+        shown = name if len(name) <= 64 else name[:64] + "…"
+        if size > MAX_ARGUMENT_CHARS or len(name) > 64:
+            raise InputError(
+                f"argument '{display(shown)}' is {size} characters long, over the "
+                f"{MAX_ARGUMENT_CHARS}-character limit of an argument"
+            )
 
 
 def tools() -> dict[str, Command]:
@@ -117,14 +194,26 @@ class OpenedOnce(Env):
             self._store = None
 
 
-def call_tool(env: Env, name: str, arguments: dict[str, Any] | None, listed=None):
-    """(is_error, document, text) of one tool call; never raises."""
+def call_tool(
+    env: Env,
+    name: str,
+    arguments: dict[str, Any] | None,
+    listed=None,
+    confinement: Confinement | None = None,
+):
+    """(is_error, document, text) of one tool call; never raises. With `confinement`, a
+    path outside its roots is refused before anything is opened."""
     listed = tools() if listed is None else listed
     command = listed.get(name)
     try:
         if command is None:
-            raise InputError(f"no tool {name!r}; the tools are {', '.join(listed)}")
-        outcome = command.call(env, **command.checked(arguments or {}, MCP))
+            shown = display(name[:64] + ("…" if len(name) > 64 else ""))
+            raise InputError(f"no tool {shown!r}; the tools are {', '.join(listed)}")
+        refuse_oversized(arguments or {})
+        checked = command.checked(arguments or {}, MCP)
+        if confinement is not None:
+            confinement.check(command, checked)
+        outcome = command.call(env, **checked)
     except LedgerError as exc:
         message = exc.message if command is None else in_arguments(exc.message, command)
         doc = error_document(message, exc.exit_code)
@@ -143,15 +232,36 @@ def call_tool(env: Env, name: str, arguments: dict[str, Any] | None, listed=None
 
 STATUS_URI = "kernel-ledger://runs/{run_id}/status"
 REPORT_URI = "kernel-ledger://runs/{run_id}/report"
+INPUT_URI = "kernel-ledger://inputs/{kind}/{what}"
+"""Each input file's JSON Schema (`what` schema) and template (`what` template)."""
+
+
+def input_uris() -> list[tuple[str, str]]:
+    """(uri, mime type) of every input file's schema and template."""
+    from cli.schema import INPUT_KINDS
+
+    return [
+        (INPUT_URI.format(kind=kind, what=what), mime)
+        for kind in INPUT_KINDS
+        for what, mime in (("schema", "application/schema+json"), ("template", "text/plain"))
+    ]
 
 
 def read_resource(env: Env, uri: str, listed: dict[str, Command]) -> tuple[str, str]:
     """(mime type, text) of a run's status (JSON) or report (Markdown, as analyze writes it,
     with the conclusion the run has or would have now)."""
+    if uri.startswith("kernel-ledger://inputs/"):
+        kind, _, what = uri.removeprefix("kernel-ledger://inputs/").partition("/")
+        if what in ("schema", "template"):
+            command = listed[what]
+            document = command.call(env, **command.checked({"kind": kind}, MCP)).document
+            if what == "template":
+                return "text/plain", document["template"]
+            return "application/schema+json", json.dumps(document["schema"], indent=2)
     prefix, _, rest = uri.partition("kernel-ledger://runs/")
     run_id, _, what = rest.rpartition("/")
     if prefix or not run_id or what not in ("status", "report"):
-        raise InputError(f"no resource {uri!r}; try {STATUS_URI} or {REPORT_URI}")
+        raise InputError(f"no resource {uri!r}; try {STATUS_URI}, {REPORT_URI} or {INPUT_URI}")
     if what == "status":
         status = listed["status"]
         return "application/json", json.dumps(
@@ -167,10 +277,35 @@ def read_resource(env: Env, uri: str, listed: dict[str, Command]) -> tuple[str, 
     return "text/markdown", analysis.report_markdown(document)
 
 
-def build_server(env: Env):
+async def client_roots(ctx: Any, confinement: Confinement, state: dict[str, bool]) -> None:
+    """Ask the client for its roots when it declares the capability, once and again after
+    it says they changed; a client that does not answer within 5 s has declared none."""
+    import warnings
+
+    import anyio
+
+    if state.get("asked"):
+        return
+    state["asked"] = True
+    capabilities = getattr(ctx.session, "client_capabilities", None)
+    if capabilities is None or getattr(capabilities, "roots", None) is None:
+        return
+    try:
+        with anyio.fail_after(5), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            listed = await ctx.session.list_roots()
+    except Exception:  # no answer, or no back channel: no client roots
+        confinement.declare([])
+        return
+    confinement.declare(str(root.uri) for root in listed.roots)
+
+
+def build_server(env: Env, confinement: Confinement | None = None):
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
+    confinement = confinement or Confinement(Path.cwd())
+    roots_state: dict[str, bool] = {}
     listed = tools()
     listing = [
         types.Tool(
@@ -185,7 +320,10 @@ def build_server(env: Env):
         return types.ListToolsResult(tools=listing)
 
     async def on_call_tool(ctx, params) -> types.CallToolResult:
-        is_error, document, text = call_tool(env, params.name, params.arguments, listed)
+        await client_roots(ctx, confinement, roots_state)
+        is_error, document, text = call_tool(
+            env, params.name, params.arguments, listed, confinement
+        )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=document,
@@ -195,8 +333,13 @@ def build_server(env: Env):
     async def on_list_resources(ctx, params) -> types.ListResourcesResult:
         is_error, document, _ = call_tool(env, "status", {}, listed)
         runs = [] if is_error else [r["run_id"] for r in document["runs"]]
+        inputs = [
+            types.Resource(name=uri.removeprefix("kernel-ledger://"), uri=uri, mime_type=mime)
+            for uri, mime in input_uris()
+        ]
         return types.ListResourcesResult(
-            resources=[
+            resources=inputs
+            + [
                 types.Resource(
                     name=f"{run} status",
                     uri=STATUS_URI.format(run_id=run),
@@ -215,6 +358,12 @@ def build_server(env: Env):
                 types.ResourceTemplate(
                     name="run report", uri_template=REPORT_URI, mime_type="text/markdown"
                 ),
+                types.ResourceTemplate(
+                    name="input file schema or template (kind: config, round, manifest, "
+                    "case-matrix, measurements, decide; what: schema, template)",
+                    uri_template=INPUT_URI,
+                    mime_type="text/plain",
+                ),
             ]
         )
 
@@ -230,31 +379,39 @@ def build_server(env: Env):
             contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
         )
 
+    async def on_roots_list_changed(ctx, params) -> None:
+        roots_state.clear()  # asked again on the next call
+
+    import warnings
     from importlib.metadata import version
 
-    return Server(
-        "kernel-ledger",
-        version=version("kernel-ledger"),
-        instructions=(
-            "An event-sourced ledger for kernel optimization campaigns: plan a run, record "
-            "each round, analyze once, verify and check-merge before merging. Results are "
-            "the objects `kernel-ledger ... --json` prints."
-        ),
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-        on_list_resources=on_list_resources,
-        on_list_resource_templates=on_list_resource_templates,
-        on_read_resource=on_read_resource,
-    )
+    with warnings.catch_warnings():  # MCP roots are deprecated in newer protocol versions
+        warnings.simplefilter("ignore")
+        return Server(
+            "kernel-ledger",
+            version=version("kernel-ledger"),
+            instructions=(
+                "An event-sourced ledger for kernel optimization campaigns: plan a run, record "
+                "each round, analyze once, verify and check-merge before merging. Results are "
+                "the objects `kernel-ledger ... --json` prints."
+            ),
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+            on_list_resources=on_list_resources,
+            on_list_resource_templates=on_list_resource_templates,
+            on_read_resource=on_read_resource,
+            on_roots_list_changed=on_roots_list_changed,
+        )
 
 
-def serve(url: str | None) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin."""
+def serve(url: str | None, allow_paths: Iterable[str] = ()) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin, confined to the working
+    folder, the client's roots and `allow_paths`."""
     import anyio
     from mcp.server.stdio import stdio_server
 
     env = OpenedOnce(url)
-    server = build_server(env)
+    server = build_server(env, Confinement(Path.cwd(), [Path(p) for p in allow_paths]))
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):

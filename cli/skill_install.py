@@ -8,12 +8,25 @@ from cli.declare import Command, Env, Option, Outcome
 from cli.output import say
 
 SKILL_DIR = (".agents", "skills", "kernel-ledger")
-FILES = ("SKILL.md", "references/commands.md", "references/decisions.md", "mcp.json")
+FILES = (
+    "SKILL.md",
+    "references/commands.md",
+    "references/decisions.md",
+    "references/inputs.md",
+    "mcp.json",
+    "scripts/measure.py",
+)
+FROM_MODULES = {"scripts/measure.py": ("ledger.harness", "measure.py")}
+"""Files installed from a package module itself, not from a copy in skilldata/: the
+measuring harness is the same file the tests run."""
 
 
 def shipped(name: str) -> bytes:
     from importlib.resources import files
 
+    if name in FROM_MODULES:
+        package, file = FROM_MODULES[name]
+        return files(package).joinpath(file).read_bytes()
     return files("cli").joinpath("skilldata", *name.split("/")).read_bytes()
 
 
@@ -74,9 +87,10 @@ def say_install(out: Outcome, args) -> None:
 
 COMMAND = Command(
     "skill install",
-    """Write the skill to DIR/.agents/skills/kernel-ledger/: SKILL.md (workflow, entry
-    points, rules), references for the commands and the decision contract, and the entry
-    for the workspace's .mcp.json (mcp.json). With --check, write nothing.
+    """Write the skill to DIR/.agents/skills/kernel-ledger/: SKILL.md (the campaign loop,
+    decisions, entry points, rules), references for the commands and the decision contract,
+    the measuring harness (scripts/measure.py) and the entry for the workspace's .mcp.json
+    (mcp.json). With --check, write nothing.
 
     Example: kernel-ledger skill install . --check
     """,

@@ -19,11 +19,15 @@ def status(env: Env, run: str | None) -> Outcome:
         return Outcome({"status": "ok", "runs": [as_dict(r) for r in rows]}, rows)
     with store.transaction() as conn:
         view = store.load_view(conn, run)
+        profiles = store.read_stream(conn, run, types=("ProfileRecorded",)) if view else []
     if view is None:
         from ledger.errors import InputError
 
         raise InputError(f"run {run!r} is not in the ledger")
     r = view.run
+    by_case = attribution_by_case(
+        [p.payload_value() for p in profiles], r.best_kernel_sha256, [c.case_id for c in view.cases]
+    )
     return Outcome(
         {
             "status": "ok",
@@ -34,16 +38,50 @@ def status(env: Env, run: str | None) -> Outcome:
                 "round": r.best_round,
             },
             "cases": [as_dict(c) for c in view.cases],
+            "attribution_by_case": by_case,
+            "headroom_case": headroom_case(by_case),
         },
-        view,
+        (view, by_case),
     )
+
+
+def attribution_by_case(
+    profiles: list[dict], kernel_sha256: str, case_ids: list[str]
+) -> list[dict]:
+    """The best kernel's latest profile of each planned case (profiles that named their
+    case), in plan order: its bottleneck, headroom and first experiment. A case profiled
+    on its own is attributed on its own, never merged with another case."""
+    latest: dict[str, dict] = {}
+    for p in profiles:
+        if p.get("kernel_sha256") == kernel_sha256 and p.get("case_id") in case_ids:
+            latest[p["case_id"]] = p
+    out = []
+    for case in case_ids:
+        if case in latest:
+            attribution = latest[case].get("attribution") or {}
+            out.append(
+                {
+                    "case_id": case,
+                    "bottleneck": attribution.get("bottleneck"),
+                    "headroom": attribution.get("headroom"),
+                    "first_experiment": attribution.get("first_experiment"),
+                    "format": latest[case].get("format"),
+                }
+            )
+    return out
+
+
+def headroom_case(by_case: list[dict]) -> str | None:
+    """The case with the most headroom to its floor, where any case's headroom is known."""
+    known = [c for c in by_case if c["headroom"] is not None]
+    return max(known, key=lambda c: c["headroom"])["case_id"] if known else None
 
 
 def say_status(out: Outcome, args) -> None:
     if args.run is None:
         say_runs(out.value)
         return
-    view = out.value
+    view, by_case = out.value
     r = view.run
     say(f"run {r.run_id} ({r.op_name} on {r.soc}): {r.conclusion or r.status}")
     say(
@@ -63,6 +101,28 @@ def say_status(out: Outcome, args) -> None:
             [(c.case_id, c.weight, c.baseline_median_us, c.best_median_us) for c in view.cases],
         )
     )
+    if by_case:
+        say("  the best kernel's profile by case:")
+        say(
+            table(
+                ["case", "bottleneck", "headroom"],
+                [
+                    (
+                        c["case_id"],
+                        c["bottleneck"],
+                        f"{c['headroom'] * 100:.1f}%" if c["headroom"] is not None else "—",
+                    )
+                    for c in by_case
+                ],
+            )
+        )
+        where = out.document["headroom_case"]
+        if where is not None:
+            best = next(c for c in by_case if c["case_id"] == where)
+            say(
+                f"  the headroom is in case {where} ({best['headroom'] * 100:.1f}%, "
+                f"{best['bottleneck']}): {best['first_experiment']}"
+            )
 
 
 def say_runs(rows) -> None:
@@ -99,7 +159,9 @@ COMMAND = Command(
     say_status,
     {"run": run_option("One run in detail (default: every run).", required=False)},
     returns="`status`, `runs` (every run's row); with a run: `run`, `best_kernel` {sha256, "
-    "path, round}, `cases`",
+    "path, round}, `cases`, `attribution_by_case` (the best kernel's latest profile of each "
+    "case profiled with its case: case_id, bottleneck, headroom, first_experiment, format), "
+    "`headroom_case` (the case with the most headroom, or null)",
     tool=True,
     one_shot=True,
 )

@@ -8,7 +8,7 @@ The arguments, the one JSON line on stdout (`{"status": "failed", "error": ...}`
 on a rejection), the files in D (optimization-config.json, state.json, rounds.json,
 analysis.json, report.md, manifest.json, round-artifacts/) and the module-level functions
 `plan`, `record`, `analyze` with their `OptimizationError` are those of the skill's
-`scripts/triton_optimization.py`, so a three-line script that imports this module can take
+`scripts/triton_optimization.py`, so a short script that imports this module can take
 its place (docs/migration.md). Every step is an event in the ledger, decided by the ledger's
 service: the ledger is `KERNEL_LEDGER_DB`, else `ledger.sqlite3` beside D. A round recorded
 after `analyze` is accepted, as the controller accepts it, and reopens the run (RunReopened).
@@ -52,6 +52,9 @@ REOPEN_REASON = "a round recorded after analyze, as the JSON-file controller acc
 
 LEDGER_FILE = "ledger.sqlite3"
 EXIT_INTERNAL = 70
+FILE_MODE = 0o600
+"""The run folder's files are the owner's alone, as the controller's (it writes each through
+a `mkstemp` file, which is created 0600, renamed into place)."""
 
 
 class OptimizationError(ValueError):
@@ -137,7 +140,9 @@ def _write(path: Path, text: str) -> None:
     from ledger.errors import LedgerError
 
     try:
-        files.write_output(path, text.encode("utf-8"), what="run folder file", force=True)
+        files.write_output(
+            path, text.encode("utf-8"), what="run folder file", force=True, mode=FILE_MODE
+        )
     except LedgerError as exc:
         raise OptimizationError(exc.message, 1 if exc.exit_code == 2 else exc.exit_code) from None
 
@@ -172,7 +177,7 @@ class _Staged:
 
         target = self.folder / name
         self.staged[name] = StagedOutput(
-            target, dumps(value).encode("utf-8"), what="run folder file", force=True
+            target, dumps(value).encode("utf-8"), what="run folder file", force=True, mode=FILE_MODE
         )
 
     def publish(self) -> None:
@@ -465,6 +470,13 @@ def main(argv: list[str] | None = None) -> int:
             payload = analyze(args.output_dir)
     except (OptimizationError, RunManifestError) as exc:
         return _failed(str(exc), exc.exit_code)
+    except ModuleNotFoundError as exc:  # the ledger's dependencies are not in this Python
+        return _failed(
+            f"kernel-ledger is not installed in this Python ({sys.executable}): module "
+            f"{exc.name!r} is missing; install it (pip install kernel-ledger's folder, or "
+            "activate its .venv) and retry",
+            1,
+        )
     except OSError as exc:
         return _failed(f"cannot write the run folder {args.output_dir}: {exc}", 1)
     except Exception as exc:  # a bug or a folder file of the wrong shape: never a traceback

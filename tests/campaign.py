@@ -170,3 +170,25 @@ def record_round(cli, c: Campaign, medians: list[float] | None, **kwargs: Any) -
     decision = result.json()["decision"]
     c.accepted(decision, c.rounds_written + 1)
     return decision
+
+
+def late_profile(service: Any, run_id: str, signals: dict[str, float]) -> None:
+    """Append a profile of the starting kernel to a run as a ledger written before `profile`
+    refused concluded runs holds it (after the conclusion): through the service's append,
+    so the projections follow as they did then."""
+    from ledger.core.controller import attribution_settings, profile_event
+    from ledger.core.events import RunPlanned
+
+    view, stream = service.state(run_id)
+    plan = stream[0].event()
+    assert isinstance(plan, RunPlanned)
+    event = profile_event(
+        attribution_settings(plan),
+        subject="baseline",
+        round_no=0,
+        kernel_sha256=plan.kernel.sha256,
+        origin="file",
+        fmt="signals-json",
+        signals=signals,
+    )
+    service.append(run_id, view, [event], [])

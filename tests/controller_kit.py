@@ -28,7 +28,13 @@ SCRIPT = SKILL / "scripts" / "triton_optimization.py"
 RUNS = Path(".vaws-local/ascend-triton/optimization")
 STAMP = "2026-11-02T09:00:00Z"
 
-WRAPPER = """from cli.triton_optimization import *  # kernel-ledger's drop-in (docs/migration.md)
+WRAPPER = """try:
+    from cli.triton_optimization import *  # kernel-ledger's drop-in (docs/migration.md)
+except ModuleNotFoundError as missing:  # kernel-ledger is not installed in this Python
+    import json, sys
+    print(json.dumps({"status": "failed", "error": f"kernel-ledger is not installed: {missing}"}))
+    sys.exit(1)
+
 if __name__ == "__main__":
     run()
 """

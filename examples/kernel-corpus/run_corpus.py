@@ -452,19 +452,24 @@ def ncu_target(op_name: str, kernels: list[str], params_file: Path, out: Path) -
 
     op = importlib.import_module(f"ops.{op_name}")
     params = json.loads(params_file.read_text())
-    launches = []
+    launches, skipped = [], []
     for case in op.CASES:
         dtype = getattr(torch, DTYPES[case["dtype"]])
         x = op.make_inputs(case["shape"], dtype, 1000, "cuda")
         for name in kernels:
-            op.launch(params[name], x)  # compile and warm outside the range
-            torch.cuda.synchronize()
+            try:
+                op.launch(params[name], x)  # compile and warm outside the range
+                torch.cuda.synchronize()
+            except Exception as exc:  # a variant that does not build for this case (a FAIL)
+                skipped.append({"kernel": name, "case_id": case["id"], "error": str(exc)[:300]})
+                continue
             torch.cuda.cudart().cudaProfilerStart()
             op.launch(params[name], x)
             torch.cuda.synchronize()
             torch.cuda.cudart().cudaProfilerStop()
             launches.append({"index": len(launches), "kernel": name, "case_id": case["id"]})
     write_json(out / "ncu" / op_name / "launches.json", launches)
+    write_json(out / "ncu" / op_name / "not-profiled.json", skipped)
 
 
 def run_ncu(op, summary: dict, out: Path, timeout: float) -> dict:

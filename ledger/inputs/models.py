@@ -19,17 +19,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticUndefined
 
 from ledger.errors import CoverageError, InputError
-from ledger.inputs.jsonio import RUN_ID_RE, JsonFile, display, read_json, time_problem
+from ledger.inputs.jsonio import (
+    RUN_ID_RE,
+    TIME_RANGE,
+    JsonFile,
+    display,
+    read_json,
+    time_problem,
+)
 from ledger.integrity.hashing import MAX_SAFE_INTEGER, sha256_hex
 
 if TYPE_CHECKING:
@@ -174,6 +175,59 @@ class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
+def described(
+    default: Any = PydanticUndefined,
+    meaning: str = "",
+    *,
+    unit: str | None = None,
+    example: Any = PydanticUndefined,
+) -> Any:
+    """A field with its meaning (and unit, and the example the template shows): the one
+    source of what the schema, the template and docs/inputs.md say about it
+    (ledger/inputs/schemas.py). Type and default come from the annotation and `default`."""
+    extra: dict[str, Any] = {}
+    if unit is not None:
+        extra["unit"] = unit
+    return Field(
+        default,
+        description=meaning,
+        examples=None if example is PydanticUndefined else [example],
+        json_schema_extra=extra or None,
+    )
+
+
+class Rows:
+    """The schema of a field that holds objects kept unparsed until needed (a round's
+    measurements are read only once its gate passed): `model` describes each of them (or
+    the one object, with `many` False)."""
+
+    def __init__(self, model: str, *, many: bool = True) -> None:
+        self.name, self.many = model, many
+
+    @property
+    def model(self) -> type[BaseModel]:
+        return globals()[self.name]  # named: the model may be defined further down
+
+    def __call__(self, schema: dict[str, Any]) -> None:
+        one = self.model.model_json_schema()
+        if not self.many:
+            schema.update({k: v for k, v in one.items() if k != "description"})
+        elif "anyOf" in schema:
+            schema["anyOf"] = [{"type": "array", "items": one}, {"type": "null"}]
+        else:
+            schema["items"] = one
+
+
+def rows(model: Any, meaning: str, example: Any, *, default: Any = PydanticUndefined, many=True):
+    """A `described` field of unparsed objects that `model` describes (see `Rows`)."""
+    return Field(
+        default,
+        description=meaning,
+        examples=[example],
+        json_schema_extra=Rows(model, many=many),  # type: ignore[arg-type]
+    )
+
+
 # --- error formatting --------------------------------------------------------------------
 
 
@@ -236,22 +290,57 @@ def validate_model(model: type[BaseModel], value: Any, what: str, shown: str) ->
 
 
 class PathRef(_Open):
-    path: Text
+    """A file, named by its path."""
+
+    path: Text = described(
+        meaning="Path of the file; a relative path resolves against the working directory "
+        "(as the JSON-file controller resolves it).",
+        example="kernels/kernel_v0.py",
+    )
 
 
 class CaseSpec(_Open):
-    id: Name
-    weight: Weight = 1.0
+    """One planned case and its weight in the weighted improvement."""
+
+    id: Name = described(
+        meaning="The case id; every measurement and case matrix row names it.",
+        example="fp16-1024x1024",
+    )
+    weight: Weight = described(
+        1.0,
+        f"Weight of the case in the weighted mean improvement, between {MIN_WEIGHT:g} and "
+        f"{MAX_WEIGHT:g}.",
+    )
 
 
 class MeasurementIn(_Open):
     """One case's timing. `median_us` is required unless `samples_us` is given."""
 
-    case_id: Name
-    median_us: TimeUs | None = None
-    repeats: Count | None = None
-    samples_us: list[TimeUs] | None = None
-    source: Text | None = None
+    case_id: Name = described(meaning="The planned case this row times.", example="fp16-1024x1024")
+    median_us: TimeUs | None = described(
+        None,
+        "Median time of the case; required unless samples_us or source gives the samples "
+        f"to compute it from ({TIME_RANGE}).",
+        unit="us",
+        example=52.0,
+    )
+    repeats: Count | None = described(
+        None,
+        "How many timed repeats the median is of; required with median_us alone (default: "
+        "the number of samples).",
+        example=50,
+    )
+    samples_us: list[TimeUs] | None = described(
+        None,
+        "The raw per-repeat times; with samples on both sides the decision also runs the "
+        "seeded bootstrap (docs/statistics.md).",
+        unit="us",
+    )
+    source: Text | None = described(
+        None,
+        'A raw samples file (a JSON list of us, {"unit", "samples"} or a Duration(us) CSV), '
+        "relative to the working directory; its samples are read and recorded.",
+    )
 
     @model_validator(mode="after")
     def _median_or_samples(self) -> MeasurementIn:
@@ -309,31 +398,80 @@ def check_measurements(
 
 
 class ObjectiveIn(_Open):
-    target_relative_improvement: NonNegative
-    min_relative_improvement: NonNegative
-    noise_floor: NonNegative
-    max_case_regression: NonNegative
+    """What counts as better; every value is a fraction (0.1 is 10%)."""
+
+    target_relative_improvement: NonNegative = described(
+        meaning="Cumulative weighted improvement over the baseline at which the run's target "
+        "is met.",
+        unit="fraction",
+        example=0.1,
+    )
+    min_relative_improvement: NonNegative = described(
+        meaning="Smallest weighted improvement over the best kernel that can KEEP a candidate.",
+        unit="fraction",
+        example=0.01,
+    )
+    noise_floor: NonNegative = described(
+        meaning="A weighted change within this of zero is NOISE, not a result.",
+        unit="fraction",
+        example=0.005,
+    )
+    max_case_regression: NonNegative = described(
+        meaning="Largest slowdown of any one case a KEEP may carry.",
+        unit="fraction",
+        example=0.02,
+    )
 
 
 class TargetIn(_Open):
-    soc: Name
+    """The platform; other keys (versions, driver) are kept verbatim."""
+
+    soc: Name = described(
+        meaning="The chip the kernel runs on: an Ascend SoC (Ascend910B2) or a GPU (NVIDIA "
+        "H200); profiles are attributed with its vocabulary.",
+        example="Ascend910B2",
+    )
 
 
 class RunConfig(_Open):
-    schema_version: SchemaOne
-    run_id: RunId
-    parent_run_id: RunId | None = None
-    op_name: Name
-    kernel: PathRef
-    validation_manifest: Text
-    target: TargetIn
-    cases: list[CaseSpec]
-    baseline: list[MeasurementIn]
-    objective: ObjectiveIn
-    max_rounds: Count
-    max_consecutive_failures: Count
-    statistics: dict[str, Any] | None = None
-    measurement_policy: dict[str, Any] | None = None
+    """The run configuration `plan` locks: kernel, cases, baseline, objective and limits.
+    Keys it does not know are kept verbatim as evidence."""
+
+    schema_version: SchemaOne = described(meaning="Always 1.", example=1)
+    run_id: RunId = described(
+        meaning=f"The run's id ({RUN_ID_RE.pattern}); every later command names it.",
+        example="softmax-001",
+    )
+    parent_run_id: RunId | None = described(
+        None, "The run this one continues, if any; a round's manifest may name it as parent."
+    )
+    op_name: Name = described(meaning="The operator the kernel implements.", example="softmax")
+    kernel: PathRef = described(meaning="The starting kernel's source file.")
+    validation_manifest: Text = described(
+        meaning="The starting kernel's correctness manifest (Run Manifest v1, run_type "
+        "correctness, status passed, every planned case passed in its case matrix), relative "
+        "to the working directory.",
+        example="validation/baseline/manifest.json",
+    )
+    target: TargetIn = described(meaning="The platform the run measures on.")
+    cases: list[CaseSpec] = described(meaning="The planned cases, at least one, ids unique.")
+    baseline: list[MeasurementIn] = described(
+        meaning="The starting kernel's timing, one row per planned case."
+    )
+    objective: ObjectiveIn = described(meaning="The decision thresholds.")
+    max_rounds: Count = described(meaning="The round budget (integer ≥ 1).", example=8)
+    max_consecutive_failures: Count = described(
+        meaning="Rounds in a row without a KEEP after which the run needs a diagnosis.",
+        example=3,
+    )
+    statistics: dict[str, Any] | None = described(
+        None, "Settings of the noise-aware rule (docs/statistics.md); default: its defaults."
+    )
+    measurement_policy: dict[str, Any] | None = described(
+        None,
+        "How every timing of the run is taken (warmup, repeats, timer, ...), recorded "
+        "verbatim with the plan.",
+    )
 
     @model_validator(mode="after")
     def _cases(self) -> RunConfig:
@@ -355,13 +493,30 @@ class RunConfig(_Open):
 
 
 class VerificationIn(_Open):
-    manifest: Text
+    """Where the candidate's correctness evidence is."""
+
+    manifest: Text = described(
+        meaning="The candidate's correctness manifest (Run Manifest v1, run_type "
+        "correctness, parent_run_id the run), relative to the working directory. A case "
+        "matrix that reports any planned case not passed makes the round FAIL.",
+        example="validation/round-1/manifest.json",
+    )
 
 
 class ExpectedSignal(_Closed):
-    metric: Text
-    direction: Literal["increase", "decrease"]
-    min_change: NonNegative = 0.0
+    """The profiler signal the round's change should move; the decision records whether
+    the candidate's profile confirmed it."""
+
+    metric: Text = described(
+        meaning="A signal name the profile readers produce (docs/profiles.md).",
+        example="occupancy",
+    )
+    direction: Literal["increase", "decrease"] = described(
+        meaning="Which way the signal should move.", example="increase"
+    )
+    min_change: NonNegative = described(
+        0.0, "Smallest relative change that counts as moved.", unit="fraction"
+    )
 
 
 class ProfileRef(_Closed):
@@ -369,25 +524,103 @@ class ProfileRef(_Closed):
     round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
     holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
 
-    file: Text
-    kernel: Text | None = None
-    case: Name | None = None
-    shape: Text | None = None
+    file: Text = described(
+        meaning="The profiler's output (ncu CSV, msprof op folder or op_summary), relative to "
+        "the round result's folder unless absolute.",
+        example="profiles/candidate.ncu.csv",
+    )
+    kernel: Text | None = described(None, "The kernel's name in the file, where it holds several.")
+    case: Name | None = described(None, "The planned case the profile ran.")
+    shape: Text | None = described(None, "The launch shape it ran, where no case is named.")
 
 
 class RoundResult(_Open):
-    schema_version: SchemaOne
-    round: Count
-    parent_kernel_sha256: Sha256
-    candidate: PathRef
-    hypothesis: Text
-    change: Text
-    verification: VerificationIn
-    measurements: list[dict[str, Any]] | None = None
-    profiler_signals: dict[str, Number] | None = None
-    profile: ProfileRef | list[ProfileRef] | None = None
-    mechanism: Name | None = None
-    expected_signal: ExpectedSignal | None = None
+    """One round, as `record` takes it. Keys it does not know are kept verbatim."""
+
+    schema_version: SchemaOne = described(meaning="Always 1.", example=1)
+    round: Count = described(meaning="The round's number: the run's next round.", example=1)
+    parent_kernel_sha256: Sha256 = described(
+        meaning="sha256 of the run's current best kernel (status shows it), 64 lowercase hex "
+        "digits.",
+        example="0" * 64,
+    )
+    candidate: PathRef = described(
+        meaning="The candidate kernel's source, a new file.",
+        example={"path": "kernels/kernel_r1.py"},
+    )
+    hypothesis: Text = described(
+        meaning="The one falsifiable hypothesis the round tests.",
+        example="Four rows per program amortize instruction issue",
+    )
+    change: Text = described(
+        meaning="The one change made to test it.", example="ROWS_PER_ITER=1 -> 4"
+    )
+    verification: VerificationIn = described(meaning="The candidate's correctness evidence.")
+    measurements: list[dict[str, Any]] | None = rows(  # rows checked once the gate passed
+        "MeasurementIn",
+        "The candidate's timing, one row per planned case (as in the baseline); required "
+        "when its correctness gate passed, not read when it failed.",
+        [{"case_id": "fp16-1024x1024", "median_us": 47.9, "repeats": 50}],
+        default=None,
+    )
+    profiler_signals: dict[str, Number] | None = described(
+        None,
+        "The candidate's profile as a signal map (name -> number), recorded with the round "
+        "for its mechanism check.",
+    )
+    profile: ProfileRef | list[ProfileRef] | None = described(
+        None,
+        "The candidate's profile file(s), ingested with the round so its mechanism check is "
+        "decided at record: each names its file and, where it holds several, the kernel and "
+        "the case or shape it ran.",
+    )
+    mechanism: Name | None = described(
+        None, "The primary mechanism the change works on (history groups rounds by it)."
+    )
+    expected_signal: ExpectedSignal | None = described(
+        None, "The profiler signal the change should move."
+    )
+
+
+# --- A/A remeasure (`noise`) and decision inputs (`decide`) -------------------------------
+
+
+class NoiseFile(_Open):
+    """An A/A remeasure for `noise`: the current best kernel timed again, every planned
+    case. Keys it does not know are kept verbatim."""
+
+    kernel_sha256: Sha256 = described(
+        meaning="sha256 of the kernel timed: the run's current best (status shows it).",
+        example="0" * 64,
+    )
+    measurements: list[MeasurementIn] = described(
+        meaning="One row per planned case, as in the baseline."
+    )
+
+
+class DecideInput(_Closed):
+    """One decision's inputs for `decide` (no ledger): the objective, the cases, and both
+    sides' timings; measurement rows take samples_us inline, not source files."""
+
+    objective: ObjectiveIn = described(meaning="The decision thresholds.")
+    cases: list[CaseSpec] = described(meaning="The cases, ids unique.")
+    best: list[MeasurementIn] = described(meaning="The best kernel's timing, one row per case.")
+    candidate: list[MeasurementIn] = described(meaning="The candidate's timing, one row per case.")
+    statistics: dict[str, Any] | None = described(
+        None, "Settings of the noise-aware rule (docs/statistics.md)."
+    )
+    drift_sigma: NonNegative | None = described(
+        None, "Session drift estimated from A/A pairs; default: not estimated.", unit="fraction"
+    )
+    session: SessionIn | None = described(None, "The session the candidate was measured in.")
+    best_session: SessionIn | None = described(
+        None, "The session the best kernel's timing comes from, where it is another one."
+    )
+    reference: list[MeasurementIn] | None = described(
+        None,
+        "The best kernel measured again in the candidate's session, interleaved with it; "
+        "with it, the decision is made against this reference.",
+    )
 
 
 # --- Run Manifest v1 (SPEC 2.3) ----------------------------------------------------------
@@ -414,27 +647,92 @@ ArtifactSha = Annotated[str, BeforeValidator(_artifact_sha)]
 
 
 class Artifact(_Closed):
-    name: Text
-    kind: Text
-    uri: Text
-    sha256: ArtifactSha | None = None
+    """A file the manifest vouches for. A correctness manifest names two: `kernel` (the
+    kernel it tested, with its sha256) and `case-matrix` (the per-case results)."""
+
+    name: Text = described(
+        meaning="The artifact's name, unique in the manifest: `kernel` and `case-matrix` are "
+        "the ones the ledger reads.",
+        example="kernel",
+    )
+    kind: Text = described(meaning="What the file is (source, json, log, ...).", example="source")
+    uri: Text = described(
+        meaning="Where the file is: a path relative to the manifest's folder, absolute, or "
+        "file://.",
+        example="../../kernels/kernel_v0.py",
+    )
+    sha256: ArtifactSha | None = described(
+        None,
+        "sha256 of the file (64 hex digits); required for `kernel`, checked against the file "
+        "for `case-matrix` when given.",
+        example="0" * 64,
+    )
+
+
+_PlainText = Annotated[str, BeforeValidator(lambda v: _plain_string(v))]
 
 
 class RunManifest(_Closed):
-    schema_version: SchemaOne
-    run_id: RunId
-    parent_run_id: RunId | None
-    run_type: Literal["change-validation", "correctness", "debug", "performance", "profiling"]
-    workspace_snapshot: dict[str, Any]
-    environment: dict[str, Any]
-    model: dict[str, Any]
-    topology: dict[str, Any]
-    command: list[Annotated[str, BeforeValidator(lambda v: _plain_string(v))]]
-    environment_variables: dict[str, Annotated[str, BeforeValidator(lambda v: _plain_string(v))]]
-    artifacts: list[Artifact]
-    status: Literal["planned", "running", "passed", "failed", "inconclusive", "cancelled"]
-    created_at: Timestamp
-    updated_at: Timestamp
+    """Run Manifest v1: the record of one correctness (or other) run. Only the listed keys
+    are allowed."""
+
+    schema_version: SchemaOne = described(meaning="Always 1.", example=1)
+    run_id: RunId = described(
+        meaning=f"This manifest's own run id ({RUN_ID_RE.pattern}).",
+        example="softmax-001-round-1",
+    )
+    parent_run_id: RunId | None = described(
+        meaning="The run it belongs to: for a round's manifest, the ledger run's id (or that "
+        "run's parent); may be null for a starting kernel's. The key must be present.",
+        example="softmax-001",
+    )
+    run_type: Literal["change-validation", "correctness", "debug", "performance", "profiling"] = (
+        described(meaning="The ledger reads only `correctness` manifests.", example="correctness")
+    )
+    workspace_snapshot: dict[str, Any] = described(
+        meaning="The workspace's state (git commit, dirty, ...), free form.", example={}
+    )
+    environment: dict[str, Any] = described(
+        meaning="Hardware and software versions, free form.", example={}
+    )
+    model: dict[str, Any] = described(
+        meaning="What was tested (op name, ...), free form.", example={}
+    )
+    topology: dict[str, Any] = described(meaning="Devices used, free form.", example={})
+    command: list[_PlainText] = described(
+        meaning="The command line that ran the tests, one string per argument.",
+        example=["python", "-m", "pytest", "tests/test_kernel.py"],
+    )
+    environment_variables: dict[str, _PlainText] = described(
+        meaning="Environment variables that mattered, name -> value; secret-like names "
+        "(*_TOKEN, *_PASSWORD, *_SECRET, *_API_KEY, ...) are refused.",
+        example={},
+    )
+    artifacts: list[Artifact] = described(
+        meaning="The files it vouches for, names unique: `kernel` and `case-matrix`.",
+        example=[
+            {
+                "name": "kernel",
+                "kind": "source",
+                "uri": "../../kernels/kernel_r1.py",
+                "sha256": "0" * 64,
+            },
+            {"name": "case-matrix", "kind": "json", "uri": "case-matrix.json"},
+        ],
+    )
+    status: Literal["planned", "running", "passed", "failed", "inconclusive", "cancelled"] = (
+        described(
+            meaning="The run's overall status; the gate also needs every planned case passed "
+            "in the case matrix.",
+            example="passed",
+        )
+    )
+    created_at: Timestamp = described(
+        meaning="RFC 3339 UTC time ending in Z.", example="2026-11-02T09:00:00Z"
+    )
+    updated_at: Timestamp = described(
+        meaning="RFC 3339 UTC time ending in Z.", example="2026-11-02T09:00:00Z"
+    )
 
     @model_validator(mode="after")
     def _rules(self) -> RunManifest:
@@ -523,9 +821,44 @@ def parse_measurements(rows: Any, field: str, shown: str) -> list[MeasurementIn]
 # --- validation evidence for one kernel (SPEC 2.3) ---------------------------------------
 
 
+class MatrixKernel(_Open):
+    """The kernel a case matrix is for."""
+
+    sha256: str = described(
+        meaning="sha256 of the kernel tested: the manifest's `kernel` artifact's.",
+        example="0" * 64,
+    )
+
+
+class MatrixCase(_Open):
+    """One case's correctness result. Other keys (dtype, shape, max_abs_err, checks) are
+    kept and shown where a case failed."""
+
+    id: str = described(meaning="The planned case id.", example="fp16-1024x1024")
+    status: str | None = described(
+        None,
+        'The case\'s result: "passed", or anything else (failed, skipped, error) for not '
+        "passed; absent reads as passed unless `passed` is false.",
+        example="passed",
+    )
+    passed: bool | None = described(None, "false marks the case not passed.")
+
+
 class CaseMatrix(_Open):
-    kernel: dict[str, Any]
-    cases: list[dict[str, Any]]
+    """The per-case correctness results a correctness manifest names as its `case-matrix`
+    artifact: one row per planned case, every one passed for the gate to pass."""
+
+    kernel: dict[str, Any] = rows(
+        "MatrixKernel",
+        "The kernel the matrix is for: an object whose `sha256` is the kernel's.",
+        {"sha256": "0" * 64},
+        many=False,
+    )
+    cases: list[dict[str, Any]] = rows(
+        "MatrixCase",
+        "One row per planned case, ids unique.",
+        [{"id": "fp16-1024x1024", "status": "passed"}],
+    )
 
 
 class ValidationEvidence(BaseModel):

@@ -5,6 +5,9 @@ evidence files the events name.
                    (origin "kernel-ledger/<ledger id>", size, base64 RFC 6962 root)
     verify         `verify.verify_ledger` plus, in the same pass, the Merkle tree of
                    the event hashes: every stored checkpoint and a pinned one must still hold
+    verify --since from a checkpoint note on: the first N events by Merkle consistency
+                   with today's tree (their stored hashes, not their content), then every
+                   check on the runs with an event after N, each replayed whole
     --artifacts    files named by the events still hash to their recorded digests; reported
                    apart from the ledger's own checks
 
@@ -29,6 +32,8 @@ from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import display, read_bytes
 from ledger.integrity import checkpoint as notes
 from ledger.integrity import merkle
+from ledger.integrity import verify as replay
+from ledger.integrity.eventchecks import CHECKS
 from ledger.integrity.verify import Failure, Report, verify_ledger
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
@@ -136,9 +141,34 @@ class TreeWatch:
         self.add(e.event_hash)
 
     def add(self, event_hash: str) -> None:
-        self.builder.append(bytes.fromhex(event_hash))
+        self.add_leaf(bytes.fromhex(event_hash))
+
+    def add_leaf(self, leaf: bytes) -> None:
+        self.builder.append(leaf)
         if self.builder.size in self.wanted:
             self.roots[self.builder.size] = self.builder.root()
+
+    def extend(
+        self,
+        leaves: list[bytes],
+        stops: set[int] = frozenset(),  # type: ignore[assignment]
+        at: Callable[[int], None] | None = None,
+    ) -> None:
+        """Many leaves at once, stopping at each wanted size (and each of `stops`, where
+        `at(size)` is called) on the way."""
+        builder = self.builder
+        marks = sorted(n for n in self.wanted | stops if n > builder.size)
+        start = 0
+        for mark in (*marks, builder.size + len(leaves)):
+            end = min(len(leaves), start + mark - builder.size)
+            if end <= start and mark != builder.size:
+                break
+            builder.extend(leaves[start:end])
+            start = end
+            if builder.size in self.wanted:
+                self.roots[builder.size] = builder.root()
+            if at is not None and builder.size in stops:
+                at(builder.size)
 
 
 @dataclass
@@ -339,6 +369,7 @@ class AuditReport:
     stored: list[CheckpointResult] = field(default_factory=list)
     pinned: CheckpointResult | None = None
     artifacts: ArtifactReport | None = None
+    since: CheckpointResult | None = None
 
     @property
     def chain_ok(self) -> bool:
@@ -385,6 +416,8 @@ class AuditReport:
         }
         if self.pinned is not None:
             out["checkpoint"] = self.pinned.as_dict()
+        if self.since is not None:
+            out["since"] = self.since.as_dict()
         if self.artifacts is not None:
             out["artifacts"] = self.artifacts.as_dict()
         return out
@@ -428,20 +461,11 @@ def verify(
     else:
         report = verify_ledger(store, run_id, on_progress=on_progress)
         with store.transaction() as conn:
-            for _, digest in audit_store.event_hashes(conn):
-                watch.add(digest)
+            for page in store.event_hash_pages(conn):
+                watch.extend(_leaves(page))
         complete = True
     audit = AuditReport(ledger=report, origin=origin)
-    for row, cp in parsed:
-        result = CheckpointResult(
-            f"stored #{row.checkpoint_id}", row.origin, row.tree_size, row.root_hash
-        )
-        if cp is None:
-            result.status = "failed"
-            result.reason = "the stored note does not parse or disagrees with its own row"
-        elif complete or cp.size in watch.roots or cp.origin != origin:
-            hold(result, cp, origin, watch)
-        audit.stored.append(result)
+    audit.stored = _held_stored(parsed, origin, watch, complete)
     if pinned_cp is not None:
         result = CheckpointResult("pinned", pinned_cp.origin, pinned_cp.size, b64(pinned_cp.root))
         if complete or pinned_cp.size in watch.roots or pinned_cp.origin != origin:
@@ -456,6 +480,103 @@ def verify(
     if artifacts:
         audit.artifacts = check_artifacts(store, run_id)
     return audit
+
+
+def _held_stored(
+    parsed: list[tuple[audit_store.StoredCheckpoint, notes.Checkpoint | None]],
+    origin: str,
+    watch: TreeWatch,
+    complete: bool,
+) -> list[CheckpointResult]:
+    """Each stored checkpoint held against the tree (`complete`: every event was seen)."""
+    results = []
+    for row, cp in parsed:
+        result = CheckpointResult(
+            f"stored #{row.checkpoint_id}", row.origin, row.tree_size, row.root_hash
+        )
+        if cp is None:
+            result.status = "failed"
+            result.reason = "the stored note does not parse or disagrees with its own row"
+        elif complete or cp.size in watch.roots or cp.origin != origin:
+            hold(result, cp, origin, watch)
+        results.append(result)
+    return results
+
+
+def verify_since(store: Store, note: str, verifier_key: str | None = None) -> AuditReport:
+    """Verify from the checkpoint `note` on (`verify --since`): the note must parse, be this
+    ledger's and (with `verifier_key`) carry a valid signature by it, else InputError. Then
+    the first N events it covers must be a prefix of today's tree (a Merkle consistency
+    proof from N to today's size, over the stored event hashes: their content is not read),
+    and every check of `verify` holds on the runs with an event after N, each replayed whole;
+    every stored checkpoint is held against today's tree."""
+    cp = parse_pinned(note, "--since")
+    if verifier_key is not None and not notes.verify_signature(note, verifier_key):
+        raise InputError("--since: the note carries no valid signature by the given --verifier-key")
+    with store.transaction() as conn:
+        origin = origin_for(store.ledger_id(conn))
+        if cp.origin != origin:
+            raise InputError(
+                f"--since: the note is for the log {cp.origin!r}, not this ledger ({origin!r})"
+            )
+        parsed = [(row, _stored_note(row)) for row in audit_store.list_checkpoints(conn)]
+        watch = TreeWatch({c.size for _, c in parsed if c is not None})
+        frontier, new_leaves = _leaves_since(store, conn, cp.size, watch)
+        size = watch.builder.size
+        since = CheckpointResult("since", cp.origin, cp.size, b64(cp.root), status="ok")
+        if verifier_key is not None:
+            since.signature = "ok"
+        reason = None
+        if size < cp.size:
+            reason = (
+                f"the ledger holds {size} events, fewer than the {cp.size} the note covers: "
+                "events were removed (or the note is from another copy of this ledger)"
+            )
+        else:
+            proof = merkle.consistency_from(cp.size, frontier, new_leaves)
+            if not merkle.verify_consistency(cp.size, size, proof, cp.root, watch.builder.root()):
+                reason = (
+                    f"today's tree of {size} events is not consistent with the note's tree of "
+                    f"the first {cp.size} ({b64(cp.root)}): history at or before event "
+                    f"{cp.size} was rewritten"
+                )
+        if reason is None:
+            report = replay.verify_since(store, conn, cp.size)
+        else:
+            since.status, since.reason = "failed", reason
+            report = Report(checks=dict.fromkeys(("consistency", *CHECKS), "ok"))
+            report.failed(Failure(None, None, None, "consistency", reason))
+    report.checks = {"consistency": since.status, **report.checks}
+    audit = AuditReport(ledger=report, origin=origin, since=since)
+    audit.stored = _held_stored(parsed, origin, watch, True)
+    return audit
+
+
+def _leaves_since(
+    store: Store, conn: Any, size: int, watch: TreeWatch
+) -> tuple[tuple[bytes, ...], list[bytes]]:
+    """Feed every stored event hash into `watch`; the tree's frontier at `size` and the
+    leaves after it."""
+    frontier: tuple[bytes, ...] = ()
+    new: list[bytes] = []
+
+    def at(size_now: int) -> None:
+        nonlocal frontier
+        if size_now == size:
+            frontier = watch.builder.frontier()
+
+    at(0)
+    for page in store.event_hash_pages(conn):
+        leaves = _leaves(page)
+        if watch.builder.size + len(leaves) > size:
+            new.extend(leaves[max(0, size - watch.builder.size) :])
+        watch.extend(leaves, {size}, at)
+    return frontier, new
+
+
+def _leaves(page: Sequence[tuple[int, str]]) -> list[bytes]:
+    raw = bytes.fromhex("".join(digest for _, digest in page))
+    return [raw[i : i + 32] for i in range(0, len(raw), 32)]
 
 
 def _stored_note(row: audit_store.StoredCheckpoint) -> notes.Checkpoint | None:

@@ -27,7 +27,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from ledger.integrity.hashing import canonical, parse_canonical, sha256_hex
 # very code that checks a run in a ledger.
 from ledger.integrity.verify import Failure, ReplayStop, RunReplay
 from ledger.store import audit_store
-from ledger.store.eventstore import Store, StoredEvent, event_row
+from ledger.store.eventstore import Store, StoredEvent
 
 FORMAT = "kernel-ledger-bundle/1"
 CHECKS = (
@@ -124,7 +124,8 @@ def export_run(
         origin = origin_for(store.ledger_id(conn))
         stored = audit_store.list_checkpoints(conn)
         leaves = []
-        for index, (seq, digest) in enumerate(audit_store.event_hashes(conn), start=1):
+        rows = (row for page in store.event_hash_pages(conn) for row in page)
+        for index, (seq, digest) in enumerate(rows, start=1):
             if seq != index:
                 raise CheckFailed(
                     f"the ledger has no event at seq {index}: the log has a gap; run verify. "
@@ -680,85 +681,29 @@ def import_bundle(
     return import_bundles(store, [path], pinned_note=pinned_note, verifier_key=verifier_key)[0]
 
 
-# a bulk import checks its bundles in other processes (two bundles or more), and into an
-# empty ledger builds its indexes after the rows, from this much bundle text on (~1,800
-# events): below it, starting the processes and building the indexes anew cost more than
-# they save
-PARALLEL_MIN_BYTES = 4 << 20
-# past this many checking processes the one writing them is the bottleneck
-MAX_IMPORT_WORKERS = 8
-
-
 def import_bundles(
     store: Store,
     paths: Sequence[Path],
     *,
     pinned_note: str | None = None,
     verifier_key: str | None = None,
-    workers: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[ImportResult]:
     """`import_bundle` of each bundle in the order given, all in one transaction: every
-    bundle is imported, or (one refused) none is, and the refusal names that bundle.
-
-    Each bundle is checked on its own, so while this process writes one, `workers` other
-    processes check the next (0: none; by default, for two bundles or more and
-    `PARALLEL_MIN_BYTES` of them, one per idle CPU besides this one's, at most
-    `MAX_IMPORT_WORKERS`); the checks, refusals and their words are those of a check in
-    this process. The ledger's write lock is held from the first checked bundle to the last
-    one written. A bulk import (`_bulk`, one bundle or more) into an empty ledger builds the
-    indexes after the rows (`audit_store.bulk_writes`). `on_progress(bundles written,
-    bundles)` is told after each bundle."""
-    from ledger.integrity.inprocesses import prepared_in_order
-
-    paths = [Path(p) for p in paths]
-    bulk = _bulk(paths)
-    count = _import_workers(paths) if workers is None else workers
-    jobs = [(path, pinned_note, verifier_key) for path in paths]
+    bundle is imported, or (one refused) none is, and the refusal names that bundle. The
+    ledger's write lock is taken once the first bundle has checked. `on_progress(bundles
+    written, bundles)` is told after each bundle."""
     results = []
     with ExitStack() as stack:
-        checked = prepared_in_order(jobs, _checked_to_import, _checked_apart, _accepted, count)
-        stack.callback(checked.close)  # a refusal stops the workers before it is raised
         conn = None
-        for origin, content in checked:
+        for path in map(Path, paths):
+            origin, content = _checked_to_import(path, pinned_note, verifier_key)
             if conn is None:
                 conn = stack.enter_context(store.transaction(write=True))
-                stack.enter_context(audit_store.bulk_writes(conn, bulk=bulk))
             results.append(_append(store, conn, origin, content))
             if on_progress is not None:
                 on_progress(len(results), len(paths))
     return results
-
-
-def _accepted(outcome: Any) -> tuple[str, BundleContent] | None:
-    """A worker's `_checked_apart`: the checked bundle, its refusal raised, or None (checked
-    here instead: it failed otherwise than by a refusal)."""
-    if outcome[0] == "refused":
-        raise InputError(outcome[1])
-    if outcome[0] != "checked":
-        return None
-    _, origin, run_id, rows, blobs, view = outcome
-    return origin, BundleContent(run_id, [StoredEvent(*row) for row in rows], blobs, view)
-
-
-def _bulk(paths: Sequence[Path]) -> bool:
-    """Bundles of `PARALLEL_MIN_BYTES` in all (a bundle that cannot be read counts nothing:
-    the check says what is wrong with it)."""
-    size = 0
-    for path in paths:
-        with suppress(OSError):
-            size += path.stat().st_size
-    return size >= PARALLEL_MIN_BYTES
-
-
-def _import_workers(paths: Sequence[Path]) -> int:
-    """Processes to check the bundles of a bulk import of two bundles or more in (`_bulk`):
-    one per CPU idle besides this process's; else 0."""
-    if len(paths) < 2 or not _bulk(paths):
-        return 0
-    from ledger.integrity.verify import idle_cpus
-
-    return min(len(paths), MAX_IMPORT_WORKERS, idle_cpus() - 1)
 
 
 def _checked_to_import(
@@ -778,20 +723,6 @@ def _checked_to_import(
             f"id (ids match {RUN_ID_RE.pattern}); nothing was imported"
         )
     return str(report.origin), content
-
-
-def _checked_apart(path: Path, pinned_note: str | None, verifier_key: str | None) -> Any:
-    """`_checked_to_import` in a worker process, as plain data: ("checked", origin, run id,
-    event rows, blobs, view), ("refused", message), or ("failed",) for anything else, which
-    the importing process then meets itself."""
-    try:
-        origin, content = _checked_to_import(path, pinned_note, verifier_key)
-    except InputError as exc:
-        return ("refused", exc.message)
-    except Exception:
-        return ("failed",)
-    rows = [event_row(e) for e in content.records]
-    return ("checked", origin, content.run_id, rows, content.blobs, content.view)
 
 
 def _append(store: Store, conn: Any, origin: str, content: BundleContent) -> ImportResult:

@@ -3,7 +3,7 @@
 The events are copied verbatim (same seq, ids, versions, times, payload bytes, parent and
 event hashes), never re-appended, so every hash, every run's chain and the Merkle tree head
 survive the move between SQLite and PostgreSQL in either direction. Each event passes the
-per-event checks of `verify` on the way (`verify.LedgerCheck`: seq, hash, chain, canonical
+per-event checks of `verify` on the way (`eventchecks.LedgerCheck`: seq, hash, chain, canonical
 payload, payload validates), so a damaged source is refused, not copied; nothing is
 canonicalized or hashed anew. So is every other table
 of recorded facts (blobs, ledger_info with the ledger's id, stored checkpoints, and any
@@ -29,17 +29,10 @@ from ledger.core.events import Event
 from ledger.errors import CheckFailed, InputError, LedgerError
 from ledger.inputs.jsonio import plural
 from ledger.integrity import merkle
+from ledger.integrity.eventchecks import LedgerCheck, ReplayStop
 from ledger.integrity.hashing import ZERO_HASH
-from ledger.integrity.inprocesses import process_context
-from ledger.integrity.verify import PARALLEL_MIN_EVENTS, LedgerCheck, ReplayStop, idle_cpus
 from ledger.store.eventstore import PAYLOAD_AT, Store, StoredEvent, event_row
-from ledger.store.transfer import (
-    copy_recorded_facts,
-    held_rows,
-    indexes_built_after,
-    insert_blobs,
-    sqlite_file,
-)
+from ledger.store.transfer import copy_recorded_facts, held_rows, insert_blobs, sqlite_file
 from ledger.store.urls import parse_url
 
 BATCH = 1000
@@ -79,27 +72,14 @@ def copy_ledger(
     target: Store,
     *,
     on_progress: Callable[[int, int], None] | None = None,
-    checker: bool | None = None,
 ) -> CopyResult:
-    """Copy `source` into the empty ledger `target` (see the module docstring).
-
-    The source's events are checked and folded in a second process while this one writes
-    them (`checker=True`; by default for a ledger of `PARALLEL_MIN_EVENTS` events or more
-    when two CPUs are idle), or all in this process: the copy, its refusals and their
-    words are the same."""
+    """Copy `source` into the empty ledger `target` (see the module docstring)."""
     with source.transaction() as src, target.transaction(write=True) as dst:
         _refuse_unless_empty(target, dst)
         ledger_id = source.ledger_id(src)
         other_rows = copy_recorded_facts(src, dst, target.shown_url)
-        job = _Copying(source, src, target, dst, source.event_count(src), on_progress)
-        with indexes_built_after(dst):
-            copied = None
-            if checker if checker is not None else _checker_pays(job.total):
-                copied = _copy_checked_apart(job)
-            if copied is None:  # in this process
-                copied = _copy_checked_here(job)
-            runs, size, root = copied
-            blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
+        runs, size, root = _copy_events(source, src, target, dst, on_progress)
+        blob_count, blob_digest = _copy_blobs(source.iter_blobs(src), dst)
         _check_read_back(target, dst, size, blob_count, blob_digest)
     if on_progress is not None:
         on_progress(size, size)
@@ -114,183 +94,42 @@ def copy_ledger(
     )
 
 
-Copied = tuple[int, int, bytes]  # (runs, events, Merkle root of the events' hashes)
+def _copy_events(
+    source: Store,
+    src: Any,
+    target: Store,
+    dst: Any,
+    on_progress: Callable[[int, int], None] | None,
+) -> tuple[int, int, bytes]:
+    """Check, fold and write every event, a page at a time, each page read back as it is
+    written; (runs, events, Merkle root of the events' hashes)."""
+    total = source.event_count(src) if on_progress else 0
+    writer, tree, check = _Writer(target, dst), merkle.TreeBuilder(), LedgerCheck()
 
+    def save_view(run_id: str, view: projections.RunView, again: bool) -> None:
+        before = target.stored_projection(dst, run_id) if again else None  # rows it holds
+        target.save_view(dst, before, view)
 
-class _Copying:
-    """One copy under way: the source and its read transaction, the target and its write
-    transaction, and what writes the copied events and projection rows into it."""
+    def write(page: list[StoredEvent]) -> None:
+        writer.write(page)
+        _check_page_read_back(target, dst, page)
+        if on_progress is not None:
+            on_progress(writer.seq, total)
 
-    def __init__(
-        self,
-        source: Store,
-        src: Any,
-        target: Store,
-        dst: Any,
-        total: int,
-        on_progress: Callable[[int, int], None] | None,
-    ) -> None:
-        self.source, self.src, self.target, self.dst = source, src, target, dst
-        self.total = total  # events in the source
-        self.on_progress = on_progress
-        self.writer = _Writer(target, dst)
-        self.written = 0
-
-    def write_page(self, page: list[StoredEvent]) -> None:
-        self.writer.write(page)
-        _check_page_read_back(self.target, self.dst, page)
-        self.written += len(page)
-        if self.on_progress is not None:
-            self.on_progress(self.written, self.total)
-
-    def save_view(self, run_id: str, view: projections.RunView, again: bool) -> None:
-        """A run's projection rows into the copy (`again`: over the rows it holds already)."""
-        before = self.target.stored_projection(self.dst, run_id) if again else None
-        self.target.save_view(self.dst, before, view)
-
-
-def _copy_checked_here(job: _Copying) -> Copied:
-    """Check, fold and write every event in this process."""
-    tree = merkle.TreeBuilder()
-    folds = _Folds(job.source, job.src, job.save_view)
-    check = LedgerCheck()
+    folds = _Folds(source, src, save_view)
     page: list[StoredEvent] = []
-    for e in job.source.iter_events(job.src, batch=BATCH):
+    for e in source.iter_events(src, batch=BATCH):
         event = _checked(check, e)
         page.append(e)
         tree.append(bytes.fromhex(e.event_hash))
         if len(page) == BATCH:
-            job.write_page(page)
+            write(page)
             page = []
         folds.add(e, event)
     if page:
-        job.write_page(page)
+        write(page)
     folds.finish()
     return folds.runs, tree.size, tree.root()
-
-
-def _checker_pays(total: int) -> bool:
-    """Whether to check in a second process: a ledger large enough to repay starting one,
-    and two idle CPUs (one each)."""
-    return total >= PARALLEL_MIN_EVENTS and idle_cpus() >= 2
-
-
-def _copy_checked_apart(job: _Copying) -> Copied | None:
-    """Write the events a second process reads from the source, checks and folds
-    (`_check_apart`), page after page as it sends them, and the projection rows it sends.
-    None, with nothing written, where that process could not start or
-    sees another source than this one (its event count and seq bounds differ): then the
-    caller copies in this process. A refusal it sends is raised here, word for word."""
-    ctx = process_context()
-    # a few pages in flight: the checker goes on while this process writes the last one
-    channel = ctx.Queue(maxsize=QUEUED_PAGES)
-    process = ctx.Process(
-        target=_check_apart, args=(job.source.url, job.source.read_only, channel), daemon=True
-    )
-    try:
-        process.start()  # refused in a daemonic process, for one
-    except (AssertionError, OSError, ValueError):
-        channel.close()
-        return None
-    finished = False
-    try:
-        first = _received(channel, process)
-        if first is None or first != ("snapshot", job.source.seq_bounds(job.src)):
-            return None
-        while True:
-            message = _received(channel, process)
-            if message is None:
-                raise CheckFailed(
-                    "the process checking the source ledger stopped before it was done; "
-                    "nothing was written"
-                )
-            kind = message[0]
-            if kind == "rows":
-                job.write_page([StoredEvent(*row) for row in message[1]])
-            elif kind == "view":
-                job.save_view(*message[1:])  # run id, view, again
-            elif kind == "failed":
-                raise CheckFailed(message[1])
-            else:  # ("done", runs, events, root): the root of the events it sent
-                finished = True
-                if message[2] != job.written:
-                    raise CheckFailed(
-                        "the process checking the source ledger sent another number of events "
-                        "than it counted; nothing was written"
-                    )
-                return message[1], message[2], message[3]
-    finally:
-        if not finished:  # refused, or given up here: it is not waited for
-            process.kill()
-        process.join()
-        channel.close()
-
-
-QUEUED_PAGES = 4
-
-
-def _received(channel: Any, process: Any) -> Any:
-    """The next message of the checking process, or None once it has ended without one."""
-    import queue
-
-    while True:
-        try:
-            return channel.get(timeout=0.5)
-        except queue.Empty:
-            if not process.is_alive():
-                try:
-                    return channel.get(timeout=0.5)  # the last, still in the pipe
-                except queue.Empty:
-                    return None
-        except (EOFError, OSError):
-            return None
-
-
-def _check_apart(url: str, read_only: bool, sender: Any) -> None:  # sender: a Queue
-    """The second process of a copy: read the source's events in seq order, check each
-    (`LedgerCheck`) and fold it, and send the rows a page at a time, each run's projection
-    once it concludes (and the open runs' at the end), then the number of runs and events
-    and the Merkle root of their hashes; or the first refusal, in the words a copy in one
-    process uses."""
-    try:
-        store = Store(url, create=False, read_only=read_only)
-        try:
-            with store.transaction() as conn:
-                sender.put(("snapshot", store.seq_bounds(conn)))
-                check = LedgerCheck()
-                folds = _Folds(
-                    store,
-                    conn,
-                    lambda run_id, view, again: sender.put(("view", run_id, view, again)),
-                )
-                tree = merkle.TreeBuilder()
-                rows: list[tuple[Any, ...]] = []
-                for e in store.iter_events(conn, batch=BATCH):
-                    event = _checked(check, e)
-                    rows.append(event_row(e))
-                    tree.append(bytes.fromhex(e.event_hash))
-                    if len(rows) == BATCH:
-                        sender.put(("rows", rows))
-                        rows = []
-                    folds.add(e, event)
-                if rows:
-                    sender.put(("rows", rows))
-                folds.finish()
-                sender.put(("done", folds.runs, tree.size, tree.root()))
-        finally:
-            store.close()
-    except CheckFailed as exc:
-        sender.put(("failed", str(exc)))
-    except Exception as exc:  # reading the source failed: the copy says so
-        sender.put(
-            (
-                "failed",
-                f"the source ledger could not be read ({type(exc).__name__}: {exc}); "
-                "nothing was written",
-            )
-        )
-    sender.close()
-    sender.join_thread()  # everything put is in the pipe before the process ends
 
 
 class _Writer:

@@ -130,8 +130,11 @@ def check_merge(
     pinned_note: str | None = None,
     verifier_key: str | None = None,
     strict_artifacts: bool = False,
+    since_note: str | None = None,
 ) -> GateResult:
-    """Run every check of the gate; never stops at the first failing one."""
+    """Run every check of the gate; never stops at the first failing one. With `since_note`
+    the history is verified from that checkpoint on (`audit.verify_since`), which is then
+    the checkpoint that must hold."""
     with store.transaction() as conn:
         view = store.stored_projection(conn, run_id)
         stream = store.read_stream(conn, run_id) if view is not None else []
@@ -174,9 +177,14 @@ def check_merge(
             f"{_which_kernel(digest, stream, view)}; restore the best one with kernel-ledger "
             f"checkout --run {run_id}."
         )
-    report = audit.verify(
-        store, run_id, pinned_note=pinned_note, verifier_key=verifier_key, artifacts=True
-    )
+    if since_note is not None:
+        report = audit.verify_since(store, since_note, verifier_key)
+        report.artifacts = audit.check_artifacts(store, run_id)
+        report.pinned, report.since = report.since, None
+    else:
+        report = audit.verify(
+            store, run_id, pinned_note=pinned_note, verifier_key=verifier_key, artifacts=True
+        )
     result.verification = {
         key: value for key, value in report.as_dict().items() if key != "artifacts"
     }

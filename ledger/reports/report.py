@@ -451,8 +451,12 @@ def _profile_entry(event: ProfileRecorded) -> ProfileEntry:
         label = "original"
     elif event.subject == "round":
         label = f"round {event.round}"
+    elif event.subject == "candidate":
+        label = f"candidate {event.kernel_sha256[:10]}"
     else:
         label = f"kernel {event.kernel_sha256[:10]}"
+    if event.case_id is not None:  # a case profiled on its own is shown as that case's
+        label += f", case {event.case_id}"
     evidence = attribution.get("evidence") or ()
     evidence = [*evidence, *_profile_notes(attribution)] if isinstance(evidence, list) else ()
     return ProfileEntry(

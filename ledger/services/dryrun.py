@@ -5,34 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from ledger.core import decide
 from ledger.errors import InputError
 from ledger.inputs.models import (
-    CaseSpec,
+    DecideInput,
     MeasurementIn,
-    NonNegative,
-    ObjectiveIn,
-    SessionIn,
     check_measurements,
     different_sessions,
     explain,
 )
 from ledger.integrity.hashing import canonical
-
-
-class DecideInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-    objective: ObjectiveIn
-    cases: list[CaseSpec]
-    best: list[MeasurementIn]
-    candidate: list[MeasurementIn]
-    statistics: dict[str, Any] | None = None
-    drift_sigma: NonNegative | None = None
-    session: SessionIn | None = None
-    best_session: SessionIn | None = None
-    reference: list[MeasurementIn] | None = None
 
 
 def parse_input(value: Any, where: str) -> DecideInput:

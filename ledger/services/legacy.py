@@ -340,85 +340,32 @@ def import_legacy(store: Store, folder: Path, *, workspace: Path | None = None) 
     return import_legacies(store, [folder], workspace=workspace)[0]
 
 
-# a bulk legacy import replays its folders in other processes, and into an empty ledger
-# builds its indexes after the rows, from this many on: a folder takes ~20-30 ms to replay
-# and writes ~80 events, a process takes ~50 ms to start, the indexes ~3 ms to build anew
-PARALLEL_MIN_FOLDERS = 8
-MAX_LEGACY_WORKERS = 8
-
-
-def _bulk(folders: Sequence[Path]) -> bool:
-    return len(folders) >= PARALLEL_MIN_FOLDERS
-
-
 def import_legacies(
     store: Store,
     folders: Sequence[Path],
     *,
     workspace: Path | None = None,
-    workers: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[LegacyResult]:
     """`import_legacy` of each folder in the order given, all in one transaction: every run
     is imported, or (one folder refused) none is, and the refusal names that folder.
 
-    Each folder is replayed on its own (its files alone decide it), so while this process
-    writes one run, `workers` other processes replay the next folders (0: none; by default,
-    from `PARALLEL_MIN_FOLDERS` folders, one per idle CPU besides this one's, at most
-    `MAX_LEGACY_WORKERS`); beside few workers this process replays a share of the folders
-    too (`inprocesses.done_here`). A folder whose replay did not come back from a worker,
-    refused or otherwise, is replayed here, so every refusal reads as in one process. A run this
+    Each folder is replayed on its own (its files alone decide it), then written. A run this
     ledger holds already is left as it is when the folder gives the same events, and gets
     the events after them when the folder has gone on since (rounds recorded since it was
-    imported); a run here with other events is refused. From `PARALLEL_MIN_FOLDERS` folders
-    into an empty ledger the indexes are built after the rows (`audit_store.bulk_writes`).
-    `on_progress(folders written, folders)` is told after each."""
-    from ledger.integrity.inprocesses import done_here, prepared_in_order
-
-    folders = [Path(f) for f in folders]
-    count = _legacy_workers(folders) if workers is None else workers
-    jobs = [(folder, workspace) for folder in folders]
-    here = done_here(len(jobs), count, WRITE_PER_REPLAY)
+    imported); a run here with other events is refused. `on_progress(folders written,
+    folders)` is told after each."""
     results = []
     with ExitStack() as stack:
-        replayed = prepared_in_order(jobs, _replayed, _replayed_apart, None, count, here)
-        stack.callback(replayed.close)  # a refusal stops the workers before it is raised
         conn = None
-        for run in replayed:
+        for folder in map(Path, folders):
+            run = replay_legacy(folder, workspace=workspace)
             if conn is None:
                 conn = stack.enter_context(store.transaction(write=True))
-                stack.enter_context(audit_store.bulk_writes(conn, bulk=_bulk(folders)))
             results.append(_write(store, conn, run))
             if on_progress is not None:
                 on_progress(len(results), len(folders))
     return results
-
-
-def _replayed(folder: Path, workspace: Path | None) -> ReplayedFolder:
-    return replay_legacy(folder, workspace=workspace)
-
-
-# a run's write costs about a fifth of its folder's replay (~55 and ~250 µs per event here)
-WRITE_PER_REPLAY = 0.2
-
-
-def _legacy_workers(folders: Sequence[Path]) -> int:
-    """Processes to replay the folders of a bulk legacy import in: one per CPU idle besides
-    this process's, from `PARALLEL_MIN_FOLDERS` folders; else 0."""
-    if not _bulk(folders):
-        return 0
-    from ledger.integrity.verify import idle_cpus
-
-    return min(len(folders), MAX_LEGACY_WORKERS, idle_cpus() - 1)
-
-
-def _replayed_apart(folder: Path, workspace: Path | None) -> ReplayedFolder | None:
-    """`replay_legacy` in a worker process; None where it raised (the importing process then
-    replays the folder itself and raises the very same error)."""
-    try:
-        return replay_legacy(folder, workspace=workspace)
-    except Exception:
-        return None
 
 
 def _write(store: Store, conn: Any, run: ReplayedFolder) -> LegacyResult:

@@ -26,9 +26,24 @@ class Queries(Session):
         """One round in full: what was submitted, validated, measured, profiled and decided."""
         _, stream = self.state(run_id)
         detail: dict[str, Any] = {"run_id": run_id, "round": round_no, "profiles": []}
+        submitted = next(
+            (
+                e
+                for e in (r.event() for r in stream if r.event_type == "RoundSubmitted")
+                if getattr(e, "round", None) == round_no
+            ),
+            None,
+        )
+        # a candidate profiled before its round (`profile --candidate`) joins that round
+        early = submitted.candidate.sha256 if submitted is not None else None  # type: ignore[union-attr]
         for record in stream:
             event = record.event()
-            if getattr(event, "round", None) != round_no:
+            joined = (
+                record.event_type == "ProfileRecorded"
+                and getattr(event, "subject", None) == "candidate"
+                and getattr(event, "kernel_sha256", None) == early
+            )
+            if getattr(event, "round", None) != round_no and not joined:
                 continue
             payload = record.payload_value()
             payload["seq"] = record.seq

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from ledger.core import projections
 from ledger.core.controller import (
     attribution_settings,
@@ -45,8 +43,7 @@ from ledger.core.round import admit, round_events
 from ledger.errors import ConflictError, InputError, LedgerMissing
 from ledger.inputs.jsonio import read_bytes, read_json
 from ledger.inputs.models import (
-    MeasurementIn,
-    Sha256,
+    NoiseFile,
     base_folder,
     config_warnings,
     failed_validation_cases,
@@ -106,14 +103,6 @@ class RecordResult:
 class ProfileResult:
     event: ProfileRecorded  # as appended, or as recorded before (`already_recorded`)
     already_recorded: bool = False
-
-
-class NoiseFile(BaseModel):
-    """An A/A remeasure: the kernel it timed (must be the current best) and its timings."""
-
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True, defer_build=True)
-    kernel_sha256: Sha256
-    measurements: list[MeasurementIn]
 
 
 class Writes(Session):

@@ -7,8 +7,7 @@ import is one transaction: all of it is written, or nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, func, select
@@ -18,7 +17,6 @@ from ledger.core.projections import RunView
 from ledger.errors import InputError
 from ledger.store.eventstore import Store, StoredEvent
 from ledger.store.tables import checkpoints, events
-from ledger.store.transfer import indexes_built_after
 
 
 @dataclass(frozen=True)
@@ -72,44 +70,7 @@ def list_checkpoints(conn: Connection, *, tree_size: int | None = None) -> list[
     return [StoredCheckpoint(**row) for row in conn.execute(query).mappings()]
 
 
-def event_hashes(conn: Connection, *, batch: int = 5000):
-    """(seq, event_hash) of every event in seq order, keyset-paged."""
-    last = 0
-    while True:
-        page = conn.execute(
-            select(events.c.seq, events.c.event_hash)
-            .where(events.c.seq > last)
-            .order_by(events.c.seq)
-            .limit(batch)
-        ).all()
-        if not page:
-            return
-        yield from page
-        last = page[-1][0]
-
-
 # --- imports ---------------------------------------------------------------------------
-
-
-@contextmanager
-def bulk_writes(conn: Connection, *, bulk: bool) -> Iterator[None]:
-    """Around a bulk import's writes, inside its transaction: when `bulk` (thousands of
-    events to come) and the ledger is an SQLite file that holds no event yet, its secondary
-    indexes are built once every row is in (`transfer.indexes_built_after`, as `db copy`
-    builds them), not kept up to date row by row; otherwise nothing changes. The rows, the
-    indexes and the schema come out the same either way; a refusal inside rolls the drop
-    back with everything else. Not on PostgreSQL: there DROP INDEX locks the table against
-    every reader of a shared ledger until the import commits, where SQLite's readers go on
-    reading the last commit."""
-    if (
-        bulk
-        and conn.dialect.name == "sqlite"
-        and conn.execute(select(events.c.seq).limit(1)).first() is None
-    ):
-        with indexes_built_after(conn, "import"):
-            yield
-    else:
-        yield
 
 
 @dataclass(frozen=True)

@@ -26,17 +26,20 @@ SQLITE_EVENT_TYPES = {
 
 
 def first_mistyped_event(
-    conn: Connection, dialect: str, run_id: str | None
+    conn: Connection, dialect: str, run_id: str | None, after_seq: int = 0
 ) -> tuple[int, str, int, str, str] | None:
-    """The first event (in seq order; of one run when `run_id` is given) with a column of
+    """The first event (in seq order, after `after_seq`; of one run when `run_id` is given)
+    with a column of
     another storage type than the ledger writes: (seq, stream_id, stream_version, column,
     the type found). None on PostgreSQL."""
     if dialect != "sqlite":
         return None
     wrong = " OR ".join(f"typeof({c}) != '{t}'" for c, t in SQLITE_EVENT_TYPES.items())
     kinds = ", ".join(f"typeof({c})" for c in SQLITE_EVENT_TYPES)
-    where = f"({wrong})" + (" AND stream_id = :run" if run_id is not None else "")
-    params: dict[str, Any] = {"run": run_id} if run_id is not None else {}
+    where = f"({wrong}) AND seq > :after" + (" AND stream_id = :run" if run_id is not None else "")
+    params: dict[str, Any] = {"after": after_seq}
+    if run_id is not None:
+        params["run"] = run_id
     row = conn.execute(
         text(
             f"SELECT seq, stream_id, stream_version, {kinds} FROM events WHERE {where} "

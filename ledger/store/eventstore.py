@@ -325,15 +325,18 @@ class Store(Database):
             yield page
             last = page[-1][0]
 
-    def seq_bounds(self, conn: Connection) -> tuple[int, int, int]:
-        """(number of events, lowest seq, highest seq); (0, 0, 0) for an empty log. seq is
-        unique, so a count equal to the highest seq with the lowest at 1 means no gap."""
-        count, low, high = conn.execute(_SEQ_BOUNDS).one()
-        return count, low or 0, high or 0
+    def runs_after(self, conn: Connection, seq: int) -> list[str]:
+        """The runs that have an event after `seq`, in the order of their first such event."""
+        rows = conn.execute(_RUNS_AFTER, {"seq": seq})
+        return [stream_id for stream_id, _ in rows]
 
-    def run_spans(self, conn: Connection) -> list[tuple[str, int, int]]:
-        """(stream id, seq of its first event, seq of its last) of every run in the log."""
-        return [tuple(row) for row in conn.execute(_RUN_SPANS)]  # type: ignore[misc]
+    def event_hash_pages(self, conn: Connection, *, batch: int = 50_000):
+        """(seq, event hash) of every event in seq order, a page at a time: the Merkle
+        tree's leaves, read with the driver's cursor."""
+        last = 0
+        while page := fetch(conn, _HASH_PAGE, {"last": last, "n": batch}, ()):
+            yield page
+            last = page[-1][0]
 
     def event_count(self, conn: Connection) -> int:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
@@ -436,9 +439,17 @@ _BLOB_PAGE = (
     .limit(bindparam("n"))
 )
 _LAST_SEQ = select(func.coalesce(func.max(events.c.seq), 0))
-_SEQ_BOUNDS = select(func.count(), func.min(events.c.seq), func.max(events.c.seq))
-_RUN_SPANS = select(events.c.stream_id, func.min(events.c.seq), func.max(events.c.seq)).group_by(
-    events.c.stream_id
+_RUNS_AFTER = (
+    select(events.c.stream_id, func.min(events.c.seq).label("first"))
+    .where(events.c.seq > bindparam("seq"))
+    .group_by(events.c.stream_id)
+    .order_by("first")
+)
+_HASH_PAGE = (
+    select(events.c.seq, events.c.event_hash)
+    .where(events.c.seq > bindparam("last"))
+    .order_by(events.c.seq)
+    .limit(bindparam("n"))
 )
 _READ_VERSION = select(*EVENT_COLUMNS).where(
     events.c.stream_id == bindparam("stream"), events.c.stream_version == bindparam("version")

@@ -4,11 +4,10 @@ written through `Store.write`, the projections folded again) is ledger/integrity
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
-from sqlalchemy import Connection, Table, bindparam, func, select, text
+from sqlalchemy import Connection, Table, func, select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
@@ -84,53 +83,4 @@ def insert_blobs(dst: Connection, page: Sequence[tuple[str, bytes]]) -> None:
         dst.execute(
             blobs.insert(),
             [{"sha256": sha, "size": len(content), "content": content} for sha, content in page],
-        )
-
-
-# --- indexes built after the rows ----------------------------------------------------------
-
-# The secondary indexes of the ledger's own tables, as the database itself stores their
-# definitions: every index but those that back a key or a unique constraint (SQLite's
-# autoindexes have no SQL; PostgreSQL's are named by pg_constraint).
-_SQLITE_INDEXES = text(
-    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-    "AND tbl_name IN :tables ORDER BY name"
-).bindparams(bindparam("tables", expanding=True))
-_POSTGRES_INDEXES = text(
-    "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x "
-    "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
-    "WHERE t.relnamespace = current_schema()::regnamespace AND t.relname IN :tables "
-    "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid) "
-    "ORDER BY i.relname"
-).bindparams(bindparam("tables", expanding=True))
-
-
-def secondary_indexes(conn: Connection) -> list[tuple[str, str]]:
-    """(name, definition) of every secondary index of the ledger's tables."""
-    statement = _SQLITE_INDEXES if conn.dialect.name == "sqlite" else _POSTGRES_INDEXES
-    tables = sorted(metadata.tables)
-    return [(name, sql) for name, sql in conn.execute(statement, {"tables": tables})]
-
-
-@contextmanager
-def indexes_built_after(conn: Connection, what: str = "copy") -> Iterator[None]:
-    """Inside the caller's transaction on an empty ledger (`what` names the caller in an
-    error): drop the secondary indexes, let the caller insert its rows, then create each
-    index again from the definition the database held, and check that it holds the very
-    same definitions. Keeping the indexes up to date row by row was a third of the cost of
-    a copy's inserts; built once over all their rows (the way `pg_restore` loads a dump)
-    they cost far less. The keys and unique
-    constraints stay, so every constraint is checked as each row goes in. An error inside
-    leaves the indexes dropped in the transaction, which the caller then rolls back."""
-    indexes = secondary_indexes(conn)
-    quote = conn.dialect.identifier_preparer.quote
-    for name, _ in indexes:
-        conn.exec_driver_sql(f"DROP INDEX {quote(name)}")
-    yield
-    for _, definition in indexes:
-        conn.exec_driver_sql(definition)
-    if secondary_indexes(conn) != indexes:
-        raise CheckFailed(
-            f"the {what}'s indexes read back differently from the ledger's schema; nothing was "
-            "written"
         )

@@ -230,20 +230,3 @@ def event_count(url: str) -> int:
         count = store.event_count(conn)
     store.close()
     return count
-
-
-@pytest.fixture
-def index_builds(monkeypatch) -> list[str]:
-    """What each build of the indexes after the rows was for (`indexes_built_after`'s
-    `what`), as the imports make them."""
-    from ledger.store import audit_store
-
-    builds: list[str] = []
-    real = audit_store.indexes_built_after
-
-    def spy(conn, what="copy"):
-        builds.append(what)
-        return real(conn, what)
-
-    monkeypatch.setattr(audit_store, "indexes_built_after", spy)
-    return builds

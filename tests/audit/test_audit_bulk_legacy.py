@@ -1,7 +1,6 @@
 """`import --legacy DIR...`: many run folders of the JSON-file controller in one command and
-one transaction, replayed meanwhile in worker processes; all of them or (one refused) none,
-in the words of a replay in one process. A folder imported before adds the rounds recorded
-since.
+one transaction; all of them or (one refused) none, the refusal naming its folder. A
+folder imported before adds the rounds recorded since.
 
 The folders under tests/fixtures/legacy/workspace/ were written by the controller itself;
 folders that go on after an import are written by it here (skipped without the reference
@@ -26,15 +25,6 @@ from conftest import CliRunner
 WORKSPACE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy" / "workspace"
 FOLDERS = sorted(p for p in (WORKSPACE / "optimization").iterdir())
 other_url = audit_kit.other_url
-index_builds = audit_kit.index_builds
-
-
-@pytest.fixture(params=[0, 2], ids=["replayed-here", "replayed-in-2-processes"])
-def workers(request, monkeypatch) -> int:
-    """Folders replayed in this process, or in two others (which an import chooses by itself
-    from `PARALLEL_MIN_FOLDERS` folders on idle CPUs)."""
-    monkeypatch.setattr(legacy, "_legacy_workers", lambda folders: request.param)
-    return request.param
 
 
 def _run_ids(folders) -> list[str]:
@@ -49,7 +39,7 @@ def _seqs(url: str) -> list[tuple[int, str, str, str]]:
     return rows
 
 
-def test_every_controller_folder_in_one_command(db_url, other_url, workers):
+def test_every_controller_folder_in_one_command(db_url, other_url):
     cli = CliRunner(db_url)
     result = cli("import", "--legacy", *FOLDERS, "--workspace", WORKSPACE, "--json")
     assert result.exit_code == 0, result.stderr
@@ -93,7 +83,7 @@ def test_folders_as_a_shell_glob_names_them_relative_to_the_workspace(cli, monke
     assert [r["status"] for r in twice.json()["runs"]] == ["unchanged", "unchanged"]
 
 
-def test_the_same_folder_twice_in_one_command_is_imported_once(cli, workers):
+def test_the_same_folder_twice_in_one_command_is_imported_once(cli):
     passed = WORKSPACE / "optimization" / "passed"
     result = cli("import", "--legacy", passed, passed, "--workspace", WORKSPACE, "--json")
     assert result.exit_code == 0, result.stderr
@@ -113,7 +103,7 @@ def _doctored(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("where", ["first", "last"])
-def test_self_made_one_refused_folder_writes_nothing_of_any(db_url, tmp_path, workers, where):
+def test_self_made_one_refused_folder_writes_nothing_of_any(db_url, tmp_path, where):
     ws = _doctored(tmp_path)
     good = [f for f in sorted((ws / "optimization").iterdir()) if f.name != "passed"]
     bad = ws / "optimization" / "passed"
@@ -170,7 +160,7 @@ def test_a_folder_that_holds_run_folders_is_named_with_them(cli):
     )
 
 
-def test_progress_is_told_after_each_folder_written(sqlite_url, workers):
+def test_progress_is_told_after_each_folder_written(sqlite_url):
     told: list[tuple[int, int]] = []
     store = Store(sqlite_url)
     legacy.import_legacies(
@@ -178,56 +168,6 @@ def test_progress_is_told_after_each_folder_written(sqlite_url, workers):
     )
     store.close()
     assert told == [(1, 3), (2, 3), (3, 3)]
-
-
-def test_the_same_ledger_whether_replayed_here_or_apart(tmp_path, monkeypatch):
-    ledgers = []
-    for count in (0, 2):
-        monkeypatch.setattr(legacy, "_legacy_workers", lambda folders, count=count: count)
-        url = f"sqlite:///{tmp_path / f'imported-{count}.sqlite3'}"
-        result = CliRunner(url)("import", "--legacy", *reversed(FOLDERS), "--workspace", WORKSPACE)
-        assert result.exit_code == 0, result.stderr
-        ledgers.append(_seqs(url))
-    assert ledgers[0] == ledgers[1] and len(ledgers[0]) == event_count(url)
-
-
-def _not_replayed(folder: Path, workspace: Path | None) -> None:
-    return None
-
-
-def test_a_folder_a_worker_did_not_replay_is_replayed_here(sqlite_url, monkeypatch):
-    """A worker that fails (here: every one) leaves its folders to the importing process."""
-    monkeypatch.setattr(legacy, "_legacy_workers", lambda folders: 2)
-    monkeypatch.setattr(legacy, "_replayed_apart", _not_replayed)
-    store = Store(sqlite_url)
-    results = legacy.import_legacies(store, FOLDERS, workspace=WORKSPACE)
-    store.close()
-    assert [r.status for r in results] == ["imported"] * len(FOLDERS)
-    assert CliRunner(sqlite_url)("verify").exit_code == 0
-
-
-def test_the_parallel_replay_starts_from_enough_folders(monkeypatch):
-    from ledger.integrity import verify
-
-    monkeypatch.setattr(verify, "idle_cpus", lambda: 16)
-    few = [Path(f"f{i}") for i in range(legacy.PARALLEL_MIN_FOLDERS - 1)]
-    many = [Path(f"f{i}") for i in range(100)]
-    assert legacy._legacy_workers(few) == 0
-    assert legacy._legacy_workers(many) == legacy.MAX_LEGACY_WORKERS
-    monkeypatch.setattr(verify, "idle_cpus", lambda: 1)
-    assert legacy._legacy_workers(many) == 0
-
-
-def test_the_importer_replays_a_share_that_keeps_it_as_busy_as_a_worker():
-    from ledger.integrity.inprocesses import done_here
-
-    share = legacy.WRITE_PER_REPLAY  # it also writes every run: a fifth of a replay
-    assert done_here(10, 0, share) == set(range(10))
-    one = done_here(100, 1, share)
-    assert 0 in one and len(one) == 40  # the first, while the worker starts
-    assert sorted(one)[:4] == [0, 3, 5, 8]
-    assert len(done_here(100, 2, share)) == 20
-    assert done_here(100, 5, share) == set()
 
 
 # --- a folder that goes on after it was imported ------------------------------------------
@@ -364,25 +304,17 @@ def test_self_made_a_drop_in_folder_rewritten_since_does_not_import(tmp_path, mo
     assert stream_rows(url, "softmax-drop-in-001") == before
 
 
-def test_a_bulk_import_into_an_empty_ledger_builds_its_indexes_after(
-    tmp_path, monkeypatch, workers, index_builds
-):
+def test_a_bulk_import_leaves_the_schema_and_sound_indexes(tmp_path):
     import sqlite3
 
-    fresh = tmp_path / "fresh.sqlite3"
+    fresh, path = tmp_path / "fresh.sqlite3", tmp_path / "bulk.sqlite3"
     Store(f"sqlite:///{fresh}").close()
-    ledgers = {}
-    for bulk in (False, True):
-        monkeypatch.setattr(legacy, "_bulk", lambda folders, bulk=bulk: bulk)
-        path = tmp_path / f"bulk-{bulk}.sqlite3"
-        result = CliRunner(f"sqlite:///{path}")(
-            "import", "--legacy", *FOLDERS, "--workspace", WORKSPACE
-        )
-        assert result.exit_code == 0, result.stderr
-        with sqlite3.connect(path) as conn, sqlite3.connect(fresh) as empty:
-            schema = "SELECT type, name, sql FROM sqlite_master ORDER BY 2"
-            assert conn.execute(schema).fetchall() == empty.execute(schema).fetchall()
-            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        ledgers[bulk] = _seqs(f"sqlite:///{path}")
-    assert index_builds == ["import"]
-    assert ledgers[True] == ledgers[False]
+    result = CliRunner(f"sqlite:///{path}")(
+        "import", "--legacy", *FOLDERS, "--workspace", WORKSPACE
+    )
+    assert result.exit_code == 0, result.stderr
+    with sqlite3.connect(path) as conn, sqlite3.connect(fresh) as empty:
+        schema = "SELECT type, name, sql FROM sqlite_master ORDER BY 2"
+        assert conn.execute(schema).fetchall() == empty.execute(schema).fetchall()
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert [row[1] for row in _seqs(f"sqlite:///{path}")][:1] == _run_ids(FOLDERS)[:1]

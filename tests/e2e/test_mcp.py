@@ -28,11 +28,24 @@ RUN = "softmax-demo-001"
 
 
 @asynccontextmanager
-async def server(url: str):
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "cli", "--db", url, "mcp"], cwd=str(ROOT)
-    )
-    async with stdio_client(params) as streams, ClientSession(*streams) as session:
+async def server(url: str, *allowed: Path, cwd: Path = ROOT, roots=None):
+    """A client of `kernel-ledger mcp` run in `cwd`, with an --allow-path per `allowed`, and
+    (with `roots`) a client that declares those folders as its roots."""
+    args = ["-m", "cli", "--db", url, "mcp"]
+    for folder in allowed:
+        args += ["--allow-path", str(folder)]
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(cwd))
+    options = {}
+    if roots is not None:
+        import mcp_types as types
+
+        async def list_roots(context):
+            return types.ListRootsResult(
+                roots=[types.Root(uri=Path(r).resolve().as_uri()) for r in roots]
+            )
+
+        options["list_roots_callback"] = list_roots
+    async with stdio_client(params) as streams, ClientSession(*streams, **options) as session:
         await session.initialize()
         yield Client(session)
 
@@ -78,7 +91,8 @@ def other_url(db_url: str, request, tmp_path: Path) -> str:
 def test_the_tools_are_the_commands_declared_tools():
     assert list(tools()) == [
         "analyze", "check-merge", "checkout", "compare", "diagnose", "history", "noise",
-        "plan", "profile", "record", "show", "status", "suggest", "verify",
+        "plan", "profile", "record", "schema", "show", "status", "suggest", "template",
+        "verify",
     ]  # fmt: skip
 
 
@@ -141,7 +155,7 @@ def test_demo_campaign_same_decisions_and_objects_as_the_cli(db_url, other_url, 
         cli_decisions.append(rec.json())
 
     async def campaign():
-        async with server(db_url) as call:
+        async with server(db_url, tmp_path) as call:
             await call.ok("plan", config=DEMO / "config.json")
             decisions = []
             for n in range(1, 6):
@@ -206,7 +220,7 @@ def test_bad_input_is_a_tool_error_and_writes_nothing(db_url, tmp_path):
     ]
 
     async def calls():
-        async with server(db_url) as call:
+        async with server(db_url, tmp_path) as call:
             answers = [await call(name, **arguments) for name, arguments, _ in bad]
             alive = await call.ok("status", run=RUN)
         return answers, alive
@@ -261,7 +275,7 @@ def test_two_clients_one_round_and_a_restart(db_url, tmp_path):
 
     async def race():
         answers = []
-        async with server(db_url) as a, server(db_url) as b:
+        async with server(db_url, tmp_path) as a, server(db_url, tmp_path) as b:
             await a.ok("status")
             await b.ok("status")
 
@@ -308,7 +322,50 @@ def test_run_resources(sqlite_url):
         return listed, templates, status, report
 
     listed, templates, status, report = run_async(read)
-    assert [str(r.uri) for r in listed.resources] == [f"kernel-ledger://runs/{RUN}/status"]
-    assert len(templates.resource_templates) == 2
+    uris = [str(r.uri) for r in listed.resources]
+    assert uris[-1] == f"kernel-ledger://runs/{RUN}/status"
+    assert uris[:2] == [
+        "kernel-ledger://inputs/config/schema",
+        "kernel-ledger://inputs/config/template",
+    ]
+    assert len(uris) == 13  # six kinds of input file, a schema and a template each
+    assert len(templates.resource_templates) == 3
     assert json.loads(status.contents[0].text) == cli("status", "--run", RUN, "--json").json()
     assert report.contents[0].text.startswith("# softmax: run softmax-demo-001")
+
+
+def test_input_schemas_and_templates_as_tools_and_resources(sqlite_url):
+    from ledger.inputs.schemas import json_schema, template
+
+    async def read():
+        async with server(sqlite_url) as call:
+            tool = await call.ok("template", kind="round")
+            schema = await call.ok("schema", kind="manifest")
+            bad = await call("template", kind="bogus")
+            resource = await call.session.read_resource("kernel-ledger://inputs/config/template")
+            as_schema = await call.session.read_resource("kernel-ledger://inputs/decide/schema")
+        return tool, schema, bad, resource, as_schema
+
+    tool, schema, bad, resource, as_schema = run_async(read)
+    assert tool == {"status": "ok", "kind": "round", "template": template("round")}
+    assert schema["schema"] == json_schema("manifest")
+    assert bad == (
+        True,
+        {
+            "status": "error",
+            "error": "argument 'kind' must be one of config, round, manifest, case-matrix, "
+            "measurements, decide, not 'bogus'",
+            "exit_code": 2,
+            "error_class": "rejected input",
+        },
+    )
+    assert resource.contents[0].text == template("config")
+    assert json.loads(as_schema.contents[0].text) == json_schema("decide")
+    assert input_schema(tools()["template"])["properties"]["kind"]["enum"] == [
+        "config",
+        "round",
+        "manifest",
+        "case-matrix",
+        "measurements",
+        "decide",
+    ]

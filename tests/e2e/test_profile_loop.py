@@ -99,7 +99,9 @@ def test_candidate_profiled_before_record_decides_the_mechanism_check(cli, campa
     assert early.json()["subject"] == "candidate"
     assert early.json()["kernel_sha256"] == sha256(candidate)
     assert record_round(cli, campaign, [16.0, 37.0, 23.0], expected_signal=EXPECT_FEWER_REGISTERS)
-    decision = cli("show", "--run", campaign.run_id, "--round", 1, "--json").json()["decision"]
+    shown = cli("show", "--run", campaign.run_id, "--round", 1, "--json").json()
+    assert [(p["subject"], p["round"]) for p in shown["profiles"]] == [("candidate", None)]
+    decision = shown["decision"]
     assert decision["mechanism_check"] == {
         "metric": "registers_per_thread",
         "direction": "decrease",
@@ -181,3 +183,32 @@ def test_ncu_profiles_get_gpu_wording_and_msprof_ones_ascend_wording(cli, campai
     npu = cli("profile", folder, "--run", campaign.run_id, "--baseline", "--json").json()
     assert npu["attribution"]["bottleneck"] == "memory-transfer"
     assert "MTE2/MTE3" in npu["attribution"]["first_experiment"]
+
+
+def test_status_shows_the_attribution_per_case_and_where_the_headroom_is(cli, campaign):
+    config = campaign.config(floors={"effective_bandwidth_gbps": 4000.0})
+    assert cli("plan", "--config", config).exit_code == 0
+    a, b, _ = campaign.case_ids
+    for case, kernel in ((a, "kl_persistent_copy"), (b, "kl_few_blocks_scale")):
+        done = _profile(cli, campaign, "--baseline", "--kernel-name", kernel, "--case", case)
+        assert done.exit_code == 0, done.stderr
+    body = cli("status", "--run", campaign.run_id, "--json").json()
+    by_case = body["attribution_by_case"]
+    assert [(c["case_id"], c["bottleneck"], c["format"]) for c in by_case] == [
+        (a, "memory-transfer", "ncu-csv"),
+        (b, "insufficient-parallelism", "ncu-csv"),
+    ]
+    assert body["headroom_case"] == max(by_case, key=lambda c: c["headroom"])["case_id"]
+    text = cli("status", "--run", campaign.run_id)
+    assert "the best kernel's profile by case:" in text.stdout
+    assert f"the headroom is in case {body['headroom_case']} (" in text.stdout
+
+
+def test_the_report_labels_each_profile_with_its_case(cli, campaign, tmp_path):
+    _plan(cli, campaign)
+    a = campaign.case_ids[0]
+    done = _profile(cli, campaign, "--baseline", "--kernel-name", "kl_persistent_copy", "--case", a)
+    assert done.exit_code == 0, done.stderr
+    page = tmp_path / "report.html"
+    assert cli("report", "--run", campaign.run_id, "--html", page).exit_code == 0
+    assert f"original, case {a}" in page.read_text()

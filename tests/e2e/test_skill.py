@@ -69,7 +69,10 @@ def test_fresh_install_parses_and_names_only_real_commands(tmp_path):
         if name.endswith(".md"):
             content = (skill / name).read_text()
             named |= set(re.findall(r"kernel-ledger ((?:db |skill )?[a-z-]+)", content))
-            named |= set(re.findall(r"^(?:\| `|### )([a-z][a-z-]*)", content, flags=re.MULTILINE))
+            if name != "references/inputs.md":  # its tables are of fields, not commands
+                named |= set(
+                    re.findall(r"^(?:\| `|### )([a-z][a-z-]*)", content, flags=re.MULTILINE)
+                )
     assert named and named <= known, named - known
     entry = json.loads((skill / "mcp.json").read_text())["mcpServers"]["kernel-ledger"]
     assert entry["command"] == "kernel-ledger" and entry["args"] == ["mcp"]
@@ -106,7 +109,9 @@ def test_every_command_line_runs_as_the_demo_campaign(tmp_path, db_url):
     kernel.write_bytes((DEMO / "kernels" / "softmax_r5_gridstride.py").read_bytes())
     best = {}
     aa = tmp_path / "aa-1.json"  # self-made A/A remeasure of the best kernel
+    first = json.loads((DEMO / "rounds" / "round-1.json").read_text())
     values = {
+        "<candidate>": str(ROOT / first["candidate"]["path"]),
         "<config>": str(DEMO / "config.json"),
         "<run>": RUN,
         "<profile>": str(PROFILE),
@@ -146,3 +151,81 @@ def test_every_command_line_runs_as_the_demo_campaign(tmp_path, db_url):
                 }  # fmt: skip
     assert {"plan", "record", "analyze", "verify", "check-merge", "checkout"} <= set(ran)
     assert cli("status", "--run", RUN, "--json").json()["run"]["conclusion"] == "passed"
+
+
+def _options(name: str) -> set[str]:
+    group = typer.main.get_command(app)
+    command = group
+    for part in name.split():
+        command = command.commands[part]
+    return {opt for param in command.params for opt in getattr(param, "opts", [])}
+
+
+def test_the_skill_teaches_the_loop_within_its_size(tmp_path):
+    from ledger.core.bottleneck import Bottleneck
+    from ledger.core.explain import GLOSSARY
+
+    skill = installed(tmp_path)
+    text = (skill / "SKILL.md").read_text()
+    assert len(text) < 8000, len(text)
+    steps = re.findall(r"^\s*\d+\. \*\*([A-Z][a-z]+)", text, flags=re.MULTILINE)
+    assert steps == [
+        "Config", "Plan", "Profile", "Round", "Measure", "Record", "Noise", "Diagnose",
+        "Analyze", "Verify",
+    ]  # fmt: skip
+    for decision in ("KEEP", "DISCARD", "NOISE", "FAIL"):
+        assert f"- **{decision}**: " in text, decision
+    for name in Bottleneck:
+        assert f"`{name.value}`" in text, name
+    for flag in GLOSSARY:  # the also-<class> flags are named once, as `also-<class>`
+        assert f"`{flag}`" in text or flag.startswith("also-"), flag
+    assert "`also-<class>`" in text and "`target.soc`" in text
+    # every flag a command line of the skill passes is an option of that command
+    known = commands()
+    for line in re.findall(r"kernel-ledger ([^`\n]+)", text):
+        words = line.split()
+        name = " ".join(words[:2]) if " ".join(words[:2]) in known else words[0]
+        if name not in known:
+            continue
+        for word in words:
+            if word.startswith("--"):
+                assert word in _options(name) | {"--json", "--db"}, (name, word)
+
+
+def test_the_harness_is_installed_from_the_package_module(tmp_path):
+    from ledger.harness import measure
+
+    skill = installed(tmp_path)
+    assert (skill / "scripts" / "measure.py").read_bytes() == Path(measure.__file__).read_bytes()
+    assert "scripts/measure.py" in (skill / "SKILL.md").read_text()
+
+
+def test_the_measuring_example_runs_from_the_installed_script(tmp_path):
+    """The skill's Python example, run as written with the installed scripts/measure.py
+    (no GPU here: the harness falls back to its wall timer and says so)."""
+    import subprocess
+    import sys
+
+    skill = installed(tmp_path)
+    text = (skill / "SKILL.md").read_text()
+    (example,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    program = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(skill / 'scripts')!r})\n"
+        "def run_candidate(): return sum(range(200))\n"
+        "def run_best(): return sum(range(400))\n"
+        "best_sha = 'a' * 64\n" + example + "print(json.dumps(fragment))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", program],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    fragment = json.loads(done.stdout)
+    assert set(fragment) >= {"session", "measurements", "reference"}
+    assert [m["case_id"] for m in fragment["measurements"]] == ["fp16-4096"]
+    assert fragment["session"]["timer"] == "wall"
+    assert (tmp_path / "runs" / "r1" / "raw").is_dir()

@@ -261,3 +261,61 @@ def test_a_folder_file_that_is_a_fifo_is_refused_without_blocking(setup) -> None
         assert len(events(db)) == 3
         (folder / name).unlink()
         (folder / name).write_bytes(saved)
+
+
+def test_run_folder_files_are_the_owners_alone_as_the_controllers(setup) -> None:
+    campaign, folder = setup
+    assert cli("plan", "--output-dir", folder, "--config", campaign.config())[0] == 0
+    assert cli("record", "--output-dir", folder, "--result", campaign.round([16, 37, 23]))[0] == 0
+    assert cli("analyze", "--output-dir", folder)[0] == 0
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir() if p.is_file()}
+    assert set(modes) >= {
+        "optimization-config.json",
+        "state.json",
+        "rounds.json",
+        "manifest.json",
+        "analysis.json",
+        "report.md",
+    }
+    assert set(modes.values()) == {0o600}, modes
+
+
+def _python(tmp_path: Path, *args: str, isolated: bool = False) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    flags = ["-I", "-S"] if isolated else []
+    done = subprocess.run(
+        [sys.executable, *flags, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_the_wrapper_in_a_python_without_kernel_ledger_answers_json(tmp_path: Path) -> None:
+    from controller_kit import WRAPPER
+
+    script = tmp_path / "triton_optimization.py"
+    script.write_text(WRAPPER)
+    code, out, err = _python(tmp_path, str(script), "analyze", "--output-dir", "x", isolated=True)
+    assert (code, err) == (1, "")
+    assert json.loads(out) == {
+        "status": "failed",
+        "error": "kernel-ledger is not installed: No module named 'cli'",
+    }
+
+
+def test_a_missing_dependency_answers_the_controllers_json_not_a_traceback(tmp_path) -> None:
+    program = (
+        "import sys; sys.modules['sqlalchemy'] = None\n"
+        "from cli.triton_optimization import main\n"
+        "sys.exit(main(['plan', '--output-dir', 'runs/x', '--config', 'c.json']))\n"
+    )
+    code, out, err = _python(tmp_path, "-c", program)
+    assert (code, err) == (1, "")
+    doc = json.loads(out)
+    assert doc["status"] == "failed"
+    assert doc["error"].startswith("kernel-ledger is not installed in this Python (")
+    assert doc["error"].endswith(
+        "): module 'sqlalchemy' is missing; install it (pip install kernel-ledger's folder, "
+        "or activate its .venv) and retry"
+    )

@@ -704,3 +704,20 @@ def test_a_profile_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path,
     assert not worker.is_alive(), "load_profile blocked on a file that is not regular"
     assert len(outcome) == 1 and isinstance(outcome[0], InputError)
     assert "is not a regular file" in str(outcome[0])
+
+
+def test_ncu_one_launch_size_with_two_compilations_is_never_a_mean():
+    """Two cases of one Triton kernel ran with the same grid and block but different tiles
+    (96 and 55 registers per thread): they were folded into one launch with registers 75.5.
+    Self-made file (the layout of ncu --csv --metrics, values chosen)."""
+    path = FIXTURES / "ncu" / "selfmade-one-grid-two-compilations.csv"
+    profile = load_profile(path)
+    assert profile.signals["registers_per_thread"] == 96.0  # the one with the most time
+    assert profile.shape == "grid (4096, 1, 1) block (128, 1, 1) registers 96"
+    assert [(s.shape, s.launches, s.signals["registers_per_thread"]) for s in profile.shapes] == [
+        ("grid (4096, 1, 1) block (128, 1, 1) registers 96", 1, 96.0),
+        ("grid (4096, 1, 1) block (128, 1, 1) registers 55", 1, 55.0),
+    ]
+    other = load_profile(path, shape="registers 55")
+    assert other.signals["registers_per_thread"] == 55.0
+    assert other.signals["duration_us"] == 12.064

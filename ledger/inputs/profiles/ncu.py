@@ -246,8 +246,9 @@ def parse_ncu_csv(
     """Nsight Compute ``--csv`` output, long (one metric per row: ``--metrics`` or
     ``--page details``) or wide (``--page raw``: one launch per row, optional unit row).
     Tool messages and program output before the header are skipped. Launches of the
-    selected kernel with the same grid and block size are folded by the median; launches
-    of different sizes are shapes of their own (`_pick_shape`)."""
+    selected kernel with the same grid and block size and registers per thread are folded
+    by the median; launches of different sizes, or of one size compiled with different
+    registers (two cases' tiles), are shapes of their own (`_pick_shape`)."""
 
     offset, kind, skipped = _find_header(text)
     if kind != "ncu-csv":
@@ -327,13 +328,24 @@ def parse_ncu_csv(
         if not block_text and block_size is not None:
             block_text = _fmt_count(block_size)
         launch_shape[launch] = [grid_text, block_text]
-    groups: dict[str, list[str]] = {}
-    totals: dict[str, float] = {}
-    for launch, signals in launches.items():
+    sizes: dict[str, list[str]] = {}
+    for launch in launches:
         grid_text, block_text = launch_shape[launch]
         key = f"grid {grid_text} block {block_text}" if grid_text or block_text else ""
-        groups.setdefault(key, []).append(launch)
-        totals[key] = totals.get(key, 0.0) + signals.get("duration_us", 0.0)
+        sizes.setdefault(key, []).append(launch)
+    groups: dict[str, list[str]] = {}
+    totals: dict[str, float] = {}
+    for size, members in sizes.items():
+        for launch in members:
+            key = size
+            # one launch size, several compilations (a constexpr tile per case, say): the
+            # registers tell them apart, and a median over them is no kernel's value
+            if len({launches[m].get("registers_per_thread") for m in members}) > 1:
+                registers = launches[launch].get("registers_per_thread")
+                shown = _fmt_count(registers) if registers is not None else "unknown"
+                key = f"{size} registers {shown}".strip()
+            groups.setdefault(key, []).append(launch)
+            totals[key] = totals.get(key, 0.0) + launches[launch].get("duration_us", 0.0)
     picked, shape_notes = _pick_shape(groups, totals, shape, chosen, source)
     notes.extend(shape_notes)
 

@@ -1,0 +1,87 @@
+"""Valid at the first try: every input file of a campaign written from `kernel-ledger
+template KIND` alone (notes dropped; only the values a user must supply replaced: the
+sha256 digests, the baseline manifest's kernel, raw samples) runs plan, record, noise and
+analyze, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from ledger.inputs.schemas import strip_notes
+
+
+def from_template(cli, kind: str) -> dict:
+    result = cli("template", kind, db=False)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(strip_notes(result.stdout))
+
+
+def put(path: str, value) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(value, indent=1) if not isinstance(value, str) else value)
+    return target
+
+
+def digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def validation(cli, folder: str, kernel: str, run_id: str) -> str:
+    """A manifest and case matrix, from their templates, vouching for `kernel`."""
+    matrix = from_template(cli, "case-matrix")
+    matrix["kernel"]["sha256"] = digest(kernel)
+    put(f"{folder}/case-matrix.json", matrix)
+    manifest = from_template(cli, "manifest")
+    manifest["run_id"] = run_id
+    kernel_artifact = manifest["artifacts"][0]
+    kernel_artifact["uri"] = "../../" + kernel
+    kernel_artifact["sha256"] = digest(kernel)
+    put(f"{folder}/manifest.json", manifest)
+    return f"{folder}/manifest.json"
+
+
+def test_a_campaign_from_the_templates_alone(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    put("kernels/kernel_v0.py", "# v0\nBLOCK = 128\n")
+    put("kernels/kernel_r1.py", "# r1\nBLOCK = 256\n")
+
+    config = from_template(cli, "config")
+    validation(cli, "validation/baseline", "kernels/kernel_v0.py", "softmax-001-baseline")
+    config["baseline"][0] = {
+        "case_id": "fp16-1024x1024",
+        "samples_us": [52.0 + i * 0.01 for i in range(20)],
+    }
+    put("config.json", config)
+    planned = cli("plan", "--config", "config.json", "--json")
+    assert planned.exit_code == 0, planned.stderr
+    assert planned.json()["warnings"] == []
+
+    result = from_template(cli, "round")
+    validation(cli, "validation/round-1", "kernels/kernel_r1.py", "softmax-001-round-1")
+    result["parent_kernel_sha256"] = digest("kernels/kernel_v0.py")
+    result["measurements"][0]["samples_us"] = [47.9 + i * 0.01 for i in range(20)]
+    result["measurements"][0]["median_us"] = 47.9 + 9.5 * 0.01
+    put("round-1.json", result)
+    recorded = cli("record", "--run", "softmax-001", "--result", "round-1.json", "--json")
+    assert recorded.exit_code == 0, recorded.stderr
+    assert recorded.json()["decision"] == "KEEP"
+
+    aa = from_template(cli, "measurements")
+    aa["kernel_sha256"] = digest("kernels/kernel_r1.py")
+    put("aa.json", aa)
+    noise = cli("noise", "--run", "softmax-001", "--measurements", "aa.json", "--json")
+    assert noise.exit_code == 0, noise.stderr
+
+    analyzed = cli("analyze", "--run", "softmax-001", "--output-dir", "out", "--json")
+    assert analyzed.exit_code == 0, analyzed.stderr
+    assert cli("verify").exit_code == 0
+
+
+def test_a_decide_input_from_its_template(cli, tmp_path):
+    put(str(tmp_path / "decide.json"), from_template(cli, "decide"))
+    result = cli("decide", "--input", tmp_path / "decide.json", "--json", db=False)
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["decision"] == "NOISE"
