@@ -129,24 +129,46 @@ def _row_profile(row: RoundRow) -> Profile | None:
     return Profile(row.bottleneck, json.loads(row.start_signals) if row.start_signals else {})
 
 
+def kernel_profiles(view: RunView, kernel_sha256: str) -> tuple[Profile, ...]:
+    """Every profile the run holds of one kernel (one per case when a profiler wrote one per
+    case), whenever it was recorded."""
+    return tuple(
+        Profile(p.bottleneck, json.loads(p.signals))
+        for p in view.profiles
+        if p.kernel_sha256 == kernel_sha256
+    )
+
+
+def start_profiles(view: RunView, row: RoundRow) -> tuple[Profile, ...]:
+    """The profiles a round started from: the one its decision recorded, else those of its
+    parent kernel recorded since (a campaign that profiles after measuring), else the run's
+    baseline profiles."""
+    recorded = _row_profile(row)
+    if recorded is not None:
+        return (recorded,)
+    found = kernel_profiles(view, row.parent_kernel_sha256)
+    if found:
+        return found
+    return tuple(
+        Profile(p.bottleneck, json.loads(p.signals))
+        for p in view.profiles
+        if p.subject == "baseline"
+    )
+
+
 def target_of(view: RunView, at_round: int | None = None) -> Target:
     """The run as `suggest` compares it: with `at_round`, as it stood when that round
-    started (the rounds before it, its starting profile); else as it stands now (its
-    baseline profile and the best kernel's latest profile, every round)."""
+    started (the rounds before it, its starting profiles); else as it stands now (its
+    baseline profiles and the best kernel's profiles, every round)."""
     rounds = tuple(r for r in view.rounds if at_round is None or r.round < at_round)
-    profiles: list[Profile] = []
-    baseline = [p for p in view.profiles if p.subject == "baseline"]
-    if baseline:
-        profiles.append(Profile(baseline[-1].bottleneck, json.loads(baseline[-1].signals)))
     if at_round is not None:
         row = next((r for r in view.rounds if r.round == at_round), None)
-        found = _row_profile(row) if row is not None else None
+        profiles = start_profiles(view, row) if row is not None else ()
     else:
-        best = view.run.best_kernel_sha256
-        mine = [p for p in view.profiles if p.kernel_sha256 == best]
-        found = Profile(mine[-1].bottleneck, json.loads(mine[-1].signals)) if mine else None
-    if found is not None:
-        profiles.append(found)
+        run = view.run
+        profiles = kernel_profiles(view, run.original_kernel_sha256)
+        if run.best_kernel_sha256 != run.original_kernel_sha256:
+            profiles = (*profiles, *kernel_profiles(view, run.best_kernel_sha256))
     return Target(
         run_id=view.run.run_id,
         op_name=view.run.op_name,
@@ -189,18 +211,24 @@ def likeness(target: Target, run: RunView, row: RoundRow) -> Likeness:
     if mine and theirs and mine & theirs:
         parts["shapes"] = len(mine & theirs) / len(mine | theirs)
         reasons.append(f"{len(mine & theirs)} shared shapes")
-    start = _row_profile(row)
-    if start is not None and target.profiles:
-        same = [p for p in target.profiles if p.bottleneck and p.bottleneck == start.bottleneck]
-        if same:
-            parts["bottleneck"] = 1.0
-            reasons.append(f"same bottleneck {start.bottleneck}")
-        distances = [signal_distance(p.signals, start.signals) for p in target.profiles]
-        shared = [d for d, n in distances if n > 0]
-        if shared:
-            nearest = min(shared)
-            parts["signals"] = math.exp(-nearest)
-            reasons.append(f"signal distance {nearest:.2f}")
+    starts = start_profiles(run, row)
+    if starts and target.profiles:
+        mine_b = {p.bottleneck for p in target.profiles if p.bottleneck}
+        theirs_b = {p.bottleneck for p in starts if p.bottleneck}
+        if mine_b and theirs_b and mine_b & theirs_b:
+            # bottleneck classes per case: the share the two sets have in common
+            parts["bottleneck"] = len(mine_b & theirs_b) / len(mine_b | theirs_b)
+            reasons.append(f"bottleneck {', '.join(sorted(mine_b & theirs_b))} in common")
+        nearest_each = []
+        for mine_p in target.profiles:
+            found = [signal_distance(mine_p.signals, t.signals) for t in starts]
+            found = [d for d, n in found if n > 0]
+            if found:
+                nearest_each.append(min(found))
+        if nearest_each:
+            distance = statistics.fmean(nearest_each)
+            parts["signals"] = math.exp(-distance)
+            reasons.append(f"signal distance {distance:.2f}")
     value = round(math.fsum(WEIGHTS[k] * v for k, v in parts.items()), 6)
     return Likeness(value, tuple(reasons))
 
