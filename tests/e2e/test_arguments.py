@@ -23,6 +23,7 @@ CALLS = {
     "schema": None,
     "template": None,
     "record": {"result": "x.json"},
+    "assess": {"result": "x.json"},
     "profile": {"path": "p", "round": 2, "kernel_name": "k"},
     "noise": {"measurements": "m.json"},
     "diagnose": {"bottleneck": "unknown", "evidence": "e"},
@@ -35,8 +36,6 @@ CALLS = {
     "verify": {"chain": True},
     "check-merge": {"kernel": "k.py", "markdown": True},
     "checkout": {"out": "k.py"},
-    "schema": None,  # take no run
-    "template": None,
 }
 SENTENCE = "'BAD!' is not a run id (ids match ^[a-z0-9][a-z0-9._-]{0,127}$)"
 
