@@ -30,7 +30,12 @@ How it measures, and why:
   dirty lines that the timed kernel then pays to write back (4.5 us on a 67 us kernel in one
   measurement on an H200).
 * **One sample = one launch between two CUDA events**, collected per batch with one
-  synchronisation; the flush is outside the events.
+  synchronisation; the flush is outside the events. Between the flush and the first event
+  the GPU spins for a moment (`torch.cuda._sleep`), so that the launch is queued before the
+  GPU reaches the event: a kernel of a few microseconds timed from an empty queue also times
+  the host's launch delay (on an H200, 7 us kernels read 7-33 us in one session without it).
+* **A discarded first pass.** After the warm-up, one interleaved sample of every case is
+  taken and thrown away: the first timed launch of a case has read 200 us for a 8 us kernel.
 * **In batches.** `run(..., batch=N, until=f)` measures N samples per case per kernel at a
   time and asks `f` after each batch whether the round is settled (for instance through
   `kernel-ledger decide` with the run's `statistics.sequential`); samples are kept in the
@@ -116,9 +121,16 @@ class _CudaClock:
         if self.buffer is not None:
             self.buffer.sum()  # a read: the L2 ends full of clean lines
 
+    SPIN_CYCLES = 200_000
+    """GPU cycles spun before each sample (about 0.1 ms at 2 GHz): longer than a launch takes
+    on the host, so the timed launch is already queued when its first event is reached."""
+
     def sample(self, fn: Callable[[], Any], into: list[float]) -> None:
         torch = self.torch
         self.flush()
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(self.SPIN_CYCLES)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
@@ -310,6 +322,10 @@ class Harness:
                 for _ in range(warmup):
                     fn()
         self.clock.collect()
+        self._batch(result, 1, 0)  # the discarded first pass
+        for by_case in result.samples.values():
+            for samples in by_case.values():
+                samples.clear()
         target = min_repeats
         taken = 0
         while taken < target:
