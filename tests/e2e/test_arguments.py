@@ -21,6 +21,7 @@ RUN = "softmax-demo-001"
 CALLS = {
     "plan": None,
     "record": {"result": "x.json"},
+    "assess": {"result": "x.json"},
     "profile": {"path": "p", "round": 2, "kernel_name": "k"},
     "noise": {"measurements": "m.json"},
     "diagnose": {"bottleneck": "unknown", "evidence": "e"},
