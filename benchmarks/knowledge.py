@@ -51,6 +51,7 @@ from ledger.core.suggest import (  # noqa: E402
     FAILED,
     entry_of,
     op_family,
+    start_profiles,
     suggest,
     target_of,
 )
@@ -101,7 +102,13 @@ def _ledger(args, work: Path) -> tuple[str, str]:
     if files:
         for f in files:
             _kl(db, "import", str(f), "--json")
-        return db, f"{len(files)} bundles ({', '.join(sorted({str(b) for b in bundles}))})"
+        shown = sorted(
+            {
+                str(b.resolve().relative_to(ROOT)) if b.resolve().is_relative_to(ROOT) else str(b)
+                for b in bundles
+            }
+        )
+        return db, f"{len(files)} bundles ({', '.join(shown)})"
     script = ROOT / "examples" / "gpu-campaign" / "replay.sh"
     done = subprocess.run(
         ["bash", str(script)],
@@ -139,10 +146,10 @@ def _prior(history: Sequence[RunView]) -> list[str]:
 
 def _query_text(view: RunView, at_round: int) -> str:
     row = next(r for r in view.rounds if r.round == at_round)
+    starts = start_profiles(view, row)
     words = [view.run.op_name, view.run.soc]
-    if row.bottleneck:
-        words.append(row.bottleneck)
-    words += knowledge._strong_signals([row])
+    words += sorted({p.bottleneck for p in starts if p.bottleneck})
+    words += knowledge.strong_signals(starts)
     return " ".join(words)
 
 
@@ -193,8 +200,12 @@ def _similar_by_kind(target: RunView, other: RunView) -> bool:
     class in common."""
     if op_family(target.run.op_name) == op_family(other.run.op_name):
         return True
-    mine = {r.bottleneck for r in target.rounds if r.bottleneck}
-    return bool(mine & {r.bottleneck for r in other.rounds if r.bottleneck})
+    return bool(_bottlenecks(target) & _bottlenecks(other))
+
+
+def _bottlenecks(view: RunView) -> set[str]:
+    """The bottleneck classes of every round's starting profiles (per case)."""
+    return {p.bottleneck for r in view.rounds for p in start_profiles(view, r) if p.bottleneck}
 
 
 def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:

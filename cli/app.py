@@ -235,7 +235,13 @@ def main(argv: list[str] | None = None) -> None:
         error("interrupted", 130, as_json=as_json)
         sys.exit(130)
     except LedgerError as exc:
-        error(exc.message, exc.exit_code, as_json=as_json, details=getattr(exc, "details", None))
+        error(
+            exc.message,
+            exc.exit_code,
+            as_json=as_json,
+            details=getattr(exc, "details", None),
+            summary=getattr(exc, "summary", None),
+        )
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(1)

@@ -74,7 +74,7 @@ COMMAND = Command(
 
     \b
         kernel-ledger check-merge --run softmax-demo-001 \\
-          --kernel examples/softmax-demo/kernels/softmax_r5_gridstride.py
+          --kernel kernels/softmax_r5.py
     """,
     check_merge,
     say_check_merge,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ def checkpoint(
     from ledger.errors import InputError
     from ledger.integrity import audit
     from ledger.services.session import utc_now
+    from ledger.text import display
 
     if generate_key is not None:
         if sign is not None or out is not None:
@@ -30,9 +32,26 @@ def checkpoint(
     out_path = Path(out) if out is not None else None
     store = env.store()
     if out_path is not None:  # refused before the ledger is verified and the note stored
-        files.check_output(out_path, force=force, protected=store.ledger_files())
+        target = files.check_output(out_path, force=force, protected=store.ledger_files())
+
+    def before_storing(note: str) -> None:
+        """An existing --out that holds another note is refused before the note is stored."""
+        if out_path is None or force or not os.path.lexists(target):
+            return
+        if not files.same_bytes(target, note.encode("utf-8")):
+            raise InputError(
+                f"--out {display(out_path)} exists with other content; pass --force to "
+                "overwrite it; no checkpoint was stored"
+            )
+
     on_progress, finish = _progress(env.as_json)
-    made = audit.make_checkpoint(store, signer_key=signer, clock=utc_now, on_progress=on_progress)
+    made = audit.make_checkpoint(
+        store,
+        signer_key=signer,
+        clock=utc_now,
+        on_progress=on_progress,
+        before_storing=before_storing,
+    )
     finish()
     if out_path is not None:
         files.write_output(

@@ -71,12 +71,21 @@ COMMAND = Command(
     result says whether the round is `settled`, at `repeats_used` samples per case, or how
     many `more_repeats` per case the next look needs.
 
-    Example: kernel-ledger decide --input examples/decide/rounds.jsonl --jsonl
+    Example:
+
+    \b
+        kernel-ledger template decide > one.json    # then fill it in
+        kernel-ledger decide --input one.json
     """,
     decide,
     say_decide,
     {
-        "input": Option("Decision inputs (JSON).", default=REQUIRED, metavar="FILE", file=True),
+        "input": Option(
+            "Decision inputs (JSON; `template decide` prints one).",
+            default=REQUIRED,
+            metavar="FILE",
+            file=True,
+        ),
         "jsonl": Option(
             "FILE is JSON Lines: one result per line (with --json, one object listing them).",
             bool,

@@ -71,6 +71,18 @@ def round_option(help: str, *, required: bool = False) -> Option:
     return Option(help, int, REQUIRED if required else None, metavar="N", ge=0, le=MAX_COUNT)
 
 
+def strict_option() -> Option:
+    return Option(
+        "Refuse the file when a key looks like a typo of a known one (otherwise a warning).",
+        bool,
+        False,
+    )
+
+
+def dry_run_option(help: str) -> Option:
+    return Option(f"{help}; write nothing.", bool, False)
+
+
 JSON_HELP = "Print exactly one JSON object on stdout."
 
 
@@ -219,9 +231,37 @@ def _problem(option: Option, value: Any) -> tuple[str | None, bool]:
             return f"must be one of {', '.join(option.choices)}, not {item!r}", True
         if option.file and not item.strip():
             return "needs a file path", True
+        if isinstance(item, str) and "\x00" in item:
+            return "holds a NUL character, which no file name or text here may hold", True
+        if option.file and isinstance(item, str) and _utf8(item) and _too_long(item):
+            return (
+                f"names a path longer than the file system takes ({NAME_MAX} bytes a name, "
+                f"{PATH_MAX} in all)",
+                True,
+            )
+        if isinstance(item, str) and not _utf8(item):
+            # the ledger keeps every text, paths included, as UTF-8 (RFC 8785)
+            return "is not UTF-8 text (a byte that does not decode as UTF-8)", True
         if option.run_id and not RUN_ID_RE.fullmatch(item):
             return f"'{display(item)}' is not a run id (ids match {RUN_ID_RE.pattern})", False
     return None, False
+
+
+NAME_MAX, PATH_MAX = 255, 4096
+"""The longest file name and path Linux file systems take, in bytes."""
+
+
+def _too_long(path: str) -> bool:
+    data = path.encode("utf-8")
+    return len(data) >= PATH_MAX or any(len(part) > NAME_MAX for part in data.split(b"/"))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _canonical(option: Option, value: Any) -> Any:

@@ -7,11 +7,11 @@ from cli.output import say
 from ledger.core.bottleneck import Bottleneck
 
 
-def diagnose(env: Env, run: str, bottleneck: str, evidence: str) -> Outcome:
-    event = env.service().diagnose(run, bottleneck, evidence)
+def diagnose(env: Env, run: str, bottleneck: str, evidence: str, dry_run: bool) -> Outcome:
+    event = env.service().diagnose(run, bottleneck, evidence, dry_run=dry_run)
     return Outcome(
         {
-            "status": "recorded",
+            "status": "checked" if dry_run else "recorded",
             "run_id": run,
             "bottleneck": event.bottleneck,
             "after_round": event.after_round,
@@ -24,7 +24,8 @@ def diagnose(env: Env, run: str, bottleneck: str, evidence: str) -> Outcome:
 def say_diagnose(out: Outcome, args) -> None:
     event = out.value
     say(
-        f"run {args.run}: bottleneck model now {event.bottleneck} (after round "
+        ("checked (nothing written): " if args.dry_run else "")
+        + f"run {args.run}: bottleneck model now {event.bottleneck} (after round "
         f"{event.after_round}); consecutive failures restart from 0"
     )
 
@@ -54,8 +55,10 @@ COMMAND = Command(
             default=REQUIRED,
             metavar="TEXT",
         ),
+        "dry_run": Option("Check the diagnosis against the run; write nothing.", bool, False),
     },
-    returns='`status` "recorded", `run_id`, `bottleneck`, `after_round`, '
+    returns='`status` "recorded" (or "checked" with --dry-run), '
+    "`run_id`, `bottleneck`, `after_round`, "
     "`consecutive_failures_before`",
     tool=True,
     one_shot=True,

@@ -216,7 +216,7 @@ def call_tool(
         outcome = command.call(env, **checked)
     except LedgerError as exc:
         message = exc.message if command is None else in_arguments(exc.message, command)
-        doc = error_document(message, exc.exit_code)
+        doc = {**error_document(message, exc.exit_code), **getattr(exc, "details", {})}
         return True, doc, f"Error: {doc['error']}"
     except Exception as exc:  # a bug: still one line, never a traceback
         doc = error_document(

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.declare import REQUIRED, Command, Env, Option, Outcome, run_option
-from cli.output import plural, say
+from cli.declare import (
+    REQUIRED,
+    Command,
+    Env,
+    Option,
+    Outcome,
+    dry_run_option,
+    run_option,
+    strict_option,
+)
+from cli.output import plural, say, say_warnings
 from ledger.core.aa import DRIFT_PAIRS_RULE
 
 
-def noise(env: Env, run: str, measurements: str) -> Outcome:
-    result = env.service().noise(run, Path(measurements))
-    return Outcome({"status": "recorded", **result}, result)
+def noise(env: Env, run: str, measurements: str, dry_run: bool, strict: bool) -> Outcome:
+    result = env.service().noise(run, Path(measurements), dry_run=dry_run, strict=strict)
+    return Outcome({"status": "checked" if dry_run else "recorded", **result}, result)
 
 
 def say_noise(out: Outcome, args) -> None:
@@ -24,7 +33,9 @@ def say_noise(out: Outcome, args) -> None:
             f"{DRIFT_PAIRS_RULE})"
         )
     )
-    say(f"recorded A/A remeasure of {result['kernel_sha256'][:12]}: {state}")
+    say_warnings(result.get("warnings", ()))
+    what = "checked (nothing written)" if args.dry_run else "recorded"
+    say(f"{what} A/A remeasure of {result['kernel_sha256'][:12]}: {state}")
 
 
 COMMAND = Command(
@@ -35,23 +46,29 @@ COMMAND = Command(
     Example:
 
     \b
-        kernel-ledger noise --run softmax-demo-001 \\
-          --measurements examples/softmax-demo/remeasures/aa-1.json
+        kernel-ledger template measurements > aa-1.json    # then fill it in
+        kernel-ledger noise --run softmax-001 --measurements aa-1.json
     """,
     noise,
     say_noise,
     {
         "run": run_option(),
         "measurements": Option(
-            "An A/A remeasure of the current best kernel (JSON): the kernel's sha256 and one "
-            "measurement per planned case.",
+            "An A/A remeasure of the current best kernel (JSON; `template measurements` prints "
+            "one): the kernel's sha256 and one measurement per planned case.",
             default=REQUIRED,
             metavar="FILE",
             file=True,
         ),
+        "dry_run": dry_run_option(
+            "Check the file against the run and give the drift estimate it would make"
+        ),
+        "strict": strict_option(),
     },
-    returns='`status` "recorded", `run_id`, `kernel_sha256`, `pairs`, `drift_sigma`, '
-    "`drift_estimated`, `drift_pairs`, `drift_flags`",
+    returns='`status` "recorded" (or "checked" with --dry-run), '
+    "`run_id`, `kernel_sha256`, `pairs`, `drift_sigma`, "
+    "`drift_estimated`, `drift_pairs`, `drift_flags` (and `warnings` when a key looks like a "
+    "typo)",
     tool=True,
     one_shot=True,
 )

@@ -46,9 +46,23 @@ def progress(text: str) -> None:
     sys.stderr.flush()
 
 
-def error(message: str, exit_code: int, *, as_json: bool, details: dict | None = None) -> None:
+def error(
+    message: str,
+    exit_code: int,
+    *,
+    as_json: bool,
+    details: dict | None = None,
+    summary: str | None = None,
+) -> None:
+    """`Error: message` on stderr; with several `details["problems"]`, the `summary` line
+    and one line per problem instead."""
     line = " ".join(str(message).split())
-    sys.stderr.write(f"Error: {terminal_safe(line)}\n")
+    listed = (details or {}).get("problems") or []
+    if summary is not None and len(listed) > 1:
+        text = "".join(f"  {terminal_safe(p)}\n" for p in listed)
+        sys.stderr.write(f"Error: {terminal_safe(summary)}\n{text}")
+    else:
+        sys.stderr.write(f"Error: {terminal_safe(line)}\n")
     if as_json:
         emit_json({"status": "error", "error": line, "exit_code": exit_code, **(details or {})})
 
@@ -101,6 +115,12 @@ def not_found_keys(result) -> dict[str, list[str]]:
     if result.sources_not_samples:
         keys["sources_not_samples"] = list(result.sources_not_samples)
     return keys
+
+
+def say_warnings(warnings) -> None:
+    """Each warning on stderr (`--json` carries them in its object)."""
+    for warning in warnings:
+        sys.stderr.write(f"warning: {terminal_safe(warning)}\n")
 
 
 def say_not_found(what: str, result) -> None:

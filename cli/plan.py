@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.declare import REQUIRED, Command, Env, Option, Outcome
-from cli.output import not_found_keys, plural, say, say_not_found
+from cli.declare import REQUIRED, Command, Env, Option, Outcome, strict_option
+from cli.output import not_found_keys, plural, say, say_not_found, say_warnings
 
 
-def plan(env: Env, config: str, dry_run: bool) -> Outcome:
+def plan(env: Env, config: str, dry_run: bool, strict: bool) -> Outcome:
     service = env.service(create=not dry_run)
-    result = service.plan(Path(config), dry_run=dry_run)
+    result = service.plan(Path(config), dry_run=dry_run, strict=strict)
     return Outcome(
         {
             "status": "checked" if dry_run else "planned",
@@ -31,8 +31,7 @@ def say_plan(out: Outcome, args) -> None:
         f"{what} run {result.run_id}: {plural(result.case_count, 'case')}, "
         f"kernel {result.kernel_sha256[:12]}"
     )
-    for warning in result.warnings:
-        say(f"warning: {warning}")
+    say_warnings(result.warnings)
     say_not_found("baseline", result)
 
 
@@ -47,19 +46,22 @@ COMMAND = Command(
     Example:
 
     \b
-        kernel-ledger plan --config examples/softmax-demo/config.json --dry-run
+        kernel-ledger template config > config.json    # then fill it in
+        kernel-ledger plan --config config.json --dry-run
     """,
     plan,
     say_plan,
     {
         "config": Option(
-            "The run configuration (JSON, schema_version 1): kernel, cases, baseline, "
-            "objective, limits and the starting kernel's correctness manifest.",
+            "The run configuration (JSON, schema_version 1; `template config` prints one): "
+            "kernel, cases, baseline, objective, limits and the starting kernel's correctness "
+            "manifest.",
             default=REQUIRED,
             metavar="FILE",
             file=True,
         ),
         "dry_run": Option("Only check the configuration; write nothing.", bool, False),
+        "strict": strict_option(),
     },
     returns='`status` "planned" (or "checked" with --dry-run), `run_id`, `kernel_sha256`, '
     "`case_count`, `warnings`",

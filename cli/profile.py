@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.declare import REQUIRED, Command, Env, Option, Outcome, round_option, run_option
+from cli.declare import (
+    REQUIRED,
+    Command,
+    Env,
+    Option,
+    Outcome,
+    dry_run_option,
+    round_option,
+    run_option,
+)
 from cli.output import plural, say, say_profile_notes
 
 
@@ -19,6 +28,7 @@ def profile(
     kernel_name: str | None,
     shape: str | None,
     case: str | None,
+    dry_run: bool,
 ) -> Outcome:
     result = env.service().profile(
         run,
@@ -30,12 +40,13 @@ def profile(
         kernel_name=kernel_name,
         shape=shape,
         case_id=case,
+        dry_run=dry_run,
     )
     event = result.event
     attribution = event.attribution or {}
     return Outcome(
         {
-            "status": "recorded",
+            "status": "checked" if dry_run else "recorded",
             "run_id": run,
             "kernel_sha256": event.kernel_sha256,
             "subject": event.subject,
@@ -54,7 +65,8 @@ def say_profile(out: Outcome, args) -> None:
     event, attribution = out.value.event, out.document["attribution"]
     signals = plural(len(event.signals), "signal")
     case = f", case {event.case_id}" if event.case_id else ""
-    say(f"profile of {event.kernel_sha256[:12]}{case} ({event.format}): {signals}")
+    what = "checked (nothing written): profile" if args.dry_run else "profile"
+    say(f"{what} of {event.kernel_sha256[:12]}{case} ({event.format}): {signals}")
     if out.value.already_recorded:
         say("already recorded: these profile files were recorded for this kernel before")
     if event.subject == "candidate":
@@ -78,8 +90,8 @@ COMMAND = Command(
     Example:
 
     \b
-        kernel-ledger profile --run softmax-demo-001 \\
-          --baseline tests/fixtures/profiles/msprof-op/single
+        kernel-ledger profile --run softmax-001 --baseline PROF_DIR/op_summary.csv
+        kernel-ledger profile --run softmax-001 --round 3 ncu-report.csv --dry-run
     """,
     profile,
     say_profile,
@@ -110,9 +122,11 @@ COMMAND = Command(
             "with the same case.",
             metavar="CASE_ID",
         ),
+        "dry_run": dry_run_option("Read and attribute the profile against the run"),
     },
-    returns='`status` "recorded", `run_id`, `kernel_sha256`, `subject`, `case_id`, `format`, '
-    "`signals`, `attribution` {bottleneck, evidence, first_experiment, headroom, flags, "
-    "rules, core, notes, and shapes where there were several}, `notes`, `already_recorded`",
+    returns='`status` "recorded" (or "checked" with --dry-run), `run_id`, `kernel_sha256`, '
+    "`subject`, `case_id`, `format`, `signals`, `attribution` {bottleneck, evidence, "
+    "first_experiment, headroom, flags, rules, core, notes, and shapes where there were "
+    "several}, `notes`, `already_recorded`",
     tool=True,
 )

@@ -4,15 +4,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.declare import REQUIRED, Command, Env, Option, Outcome, run_option
-from cli.output import diagnose_hint, not_found_keys, pct, plural, say, say_not_found
+from cli.declare import (
+    REQUIRED,
+    Command,
+    Env,
+    Option,
+    Outcome,
+    dry_run_option,
+    run_option,
+    strict_option,
+)
+from cli.output import (
+    diagnose_hint,
+    not_found_keys,
+    pct,
+    plural,
+    say,
+    say_not_found,
+    say_warnings,
+)
 
 
-def record(env: Env, run: str, result: str) -> Outcome:
-    r = env.service().record(run, Path(result))
+def record(env: Env, run: str, result: str, dry_run: bool, strict: bool) -> Outcome:
+    r = env.service().record(run, Path(result), dry_run=dry_run, strict=strict)
     return Outcome(
         {
-            "status": "recorded",
+            "status": "checked" if dry_run and not r.already_recorded else "recorded",
             "run_id": r.run_id,
             "round": r.round,
             "decision": r.decision,
@@ -26,6 +43,7 @@ def record(env: Env, run: str, result: str) -> Outcome:
             **({"flags": list(r.flags)} if r.flags else {}),
             **({"failed_cases": list(r.failed_cases)} if r.failed_cases else {}),
             **not_found_keys(r),
+            **({"warnings": list(r.warnings)} if r.warnings else {}),
             "already_recorded": r.already_recorded,
         },
         r,
@@ -34,6 +52,9 @@ def record(env: Env, run: str, result: str) -> Outcome:
 
 def say_record(out: Outcome, args) -> None:
     r = out.value
+    say_warnings(r.warnings)
+    if r.dry_run and not r.already_recorded:
+        say(f"checked (nothing written): round {r.round} would be decided as follows")
     if r.already_recorded:
         say(f"round {r.round} is already recorded from this file; nothing was written")
     say(
@@ -56,25 +77,33 @@ COMMAND = Command(
     Example:
 
     \b
-        kernel-ledger record --run softmax-demo-001 \\
-          --result examples/softmax-demo/rounds/round-1.json
+        kernel-ledger template round > round-1.json    # then fill it in
+        kernel-ledger record --run softmax-001 --result round-1.json --dry-run
+        kernel-ledger record --run softmax-001 --result round-1.json
     """,
     record,
     say_record,
     {
         "run": run_option("The run to record into."),
         "result": Option(
-            "The round result (JSON, schema_version 1): round, parent_kernel_sha256, "
-            "candidate, hypothesis, change, verification and measurements.",
+            "The round result (JSON, schema_version 1; `template round` prints one): round, "
+            "parent_kernel_sha256, candidate, hypothesis, change, verification and "
+            "measurements.",
             default=REQUIRED,
             metavar="FILE",
             file=True,
         ),
+        "dry_run": dry_run_option(
+            "Check the round result against the run and say what would be decided"
+        ),
+        "strict": strict_option(),
     },
-    returns='`status` "recorded", `run_id`, `round`, `decision`, `relative_improvement`, '
+    returns='`status` "recorded" (or "checked" with --dry-run), '
+    "`run_id`, `round`, `decision`, `relative_improvement`, "
     "`worst_case_regression`, `cumulative_improvement`, `target_met`, `needs_diagnosis`, "
     "`remaining_rounds`, `best_kernel_sha256`, `already_recorded` (and `flags` when any, "
-    "`failed_cases` when its correctness gate failed)",
+    "`failed_cases` when its correctness gate failed, `warnings` when a key looks like a "
+    "typo)",
     tool=True,
     one_shot=True,
 )

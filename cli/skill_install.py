@@ -32,10 +32,15 @@ def shipped(name: str) -> bytes:
 
 def install(env: Env, folder: str, check: bool) -> Outcome:
     from ledger.errors import InputError
+    from ledger.text import display
 
     root = Path(folder)
-    if not root.is_dir():
-        raise InputError(f"{folder} is not a folder")
+    try:
+        is_folder = root.is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL
+        is_folder = False
+    if not is_folder:
+        raise InputError(f"{display(folder)} is not a folder")
     target = root.joinpath(*SKILL_DIR)
     states = {}
     for name in FILES:

@@ -77,7 +77,7 @@ def say_suggest(out: Outcome, args) -> None:
     found = out.value
     say(f"run {found.run_id}: {found.note}")
     if not found.ranked:
-        say("no mechanism to suggest: no similar run has a round with a mechanism entry")
+        say("no mechanism to suggest: no other run has a decided round with a mechanism entry")
     else:
         say(
             table(

@@ -160,7 +160,7 @@ class _Staged:
     and the folders it made for a step that did not happen."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
+        self.folder = Path(os.path.abspath(folder))  # a/../b/../out makes no a/ or b/
         self.staged: dict[str, Any] = {}  # name -> ledger.files.StagedOutput
         self.made: list[Path] = []
         self.published = False
@@ -211,10 +211,25 @@ def _folder_bytes(path: Path) -> bytes:
         raise ValueError(exc.message) from None
 
 
+def _folder_json(path: Path) -> Any:
+    """A folder file's JSON, parsed as the controller parses it, but never nested deeper
+    than the ledger's inputs may be (a deeper file is refused, not a RecursionError)."""
+    from ledger.inputs.jsonio import MAX_DEPTH, nested_deeper_than
+
+    too_deep = ValueError(f"it is nested deeper than {MAX_DEPTH} levels")
+    try:
+        value = json.loads(_folder_bytes(path))
+    except RecursionError:
+        raise too_deep from None
+    if nested_deeper_than(value):
+        raise too_deep
+    return value
+
+
 def _read_json(path: Path, what: str) -> dict[str, Any]:
     """A folder file, read as the controller reads it."""
     try:
-        value = json.loads(_folder_bytes(path))
+        value = _folder_json(path)
     except (OSError, ValueError) as exc:
         raise OptimizationError(f"cannot read the {what} {path}: {exc}") from None
     if not isinstance(value, dict):
@@ -227,7 +242,7 @@ def _read_manifest(output_dir: Path) -> dict[str, Any]:
 
     path = output_dir / MANIFEST
     try:
-        value = json.loads(_folder_bytes(path))
+        value = _folder_json(path)
         check_manifest(value, str(path))
     except (OSError, ValueError) as exc:
         raise RunManifestError(f"cannot read the run manifest {path}: {exc}") from None

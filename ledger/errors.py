@@ -22,6 +22,30 @@ class InputError(LedgerError):
     exit_code = 2
 
 
+MAX_PROBLEMS = 20
+"""The most problems one refusal lists; it says how many more there were."""
+
+
+class InputProblems(InputError):
+    """An input with one or more problems, every one listed (up to MAX_PROBLEMS), each
+    naming its JSON path: `head: problem` for one, `head: N problems: a; b` for several.
+    `problems` are the lines a front end shows one by one, `details` the `--json` keys."""
+
+    def __init__(self, head: str, problems: list[str]) -> None:
+        shown = [" ".join(p.split()) for p in problems[:MAX_PROBLEMS]]
+        if len(problems) > MAX_PROBLEMS:
+            shown.append(f"... and {len(problems) - MAX_PROBLEMS} more (fix these first)")
+        lead = f"{head}: " if head else ""
+        self.summary = f"{lead}{len(problems)} problems:"
+        if len(problems) == 1:
+            message = f"{lead}{shown[0]}"
+        else:
+            message = f"{self.summary} " + "; ".join(shown)
+        super().__init__(message)
+        self.problems = shown
+        self.details = {"problems": shown}
+
+
 class CoverageError(InputError):
     """A readable validation manifest that does not vouch for this kernel or these cases.
     `status` is the manifest's own status."""

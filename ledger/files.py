@@ -121,17 +121,21 @@ def refuse_ledger(path: Path, *, what: str = "--out", protected: Iterable[Path] 
         )
 
 
+MAX_LIMIT_BYTES = 2**50
+"""The largest size limit the environment may set (1 PiB): more is no limit at all."""
+
+
 def env_bytes(name: str, default: int) -> int:
     """A size limit in bytes from the environment variable `name`, else `default`."""
     raw = os.environ.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InputError(f"{name} must be a whole number of bytes") from None
-    if value < 1:
-        raise InputError(f"{name} must be at least 1")
+    text = raw.strip()
+    if len(text) > 20 or not text.lstrip("+-").isdigit():
+        raise InputError(f"{name} must be a whole number of bytes from 1 to {MAX_LIMIT_BYTES}")
+    value = int(text)
+    if not 1 <= value <= MAX_LIMIT_BYTES:
+        raise InputError(f"{name} must be a whole number of bytes from 1 to {MAX_LIMIT_BYTES}")
     return value
 
 

@@ -30,7 +30,14 @@ from typing import Any
 from ledger.core import mechanisms
 from ledger.core.projections import RoundRow, RunView
 from ledger.core.similar import is_fraction
-from ledger.core.suggest import FAILED, entry_of, op_family, platform_family
+from ledger.core.suggest import (
+    FAILED,
+    Profile,
+    entry_of,
+    op_family,
+    platform_family,
+    start_profiles,
+)
 
 OWNER_SKILL = "kernel-ledger"
 KINDS = ("backend-constraints", "known-failure-signatures")
@@ -72,15 +79,25 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.1f}%"
 
 
-def _strong_signals(rows: Sequence[RoundRow], top: int = 3) -> list[str]:
-    """The fraction signals (ratios, shares of peak) highest in the rounds' starting profiles."""
+def strong_signals(profiles: Sequence[Profile], top: int = 3) -> list[str]:
+    """The fraction signals (ratios, shares of peak) highest in these profiles."""
     best: dict[str, float] = {}
-    for row in rows:
-        for name, value in json.loads(row.start_signals or "{}").items():
+    for profile in profiles:
+        for name, value in profile.signals.items():
             if is_fraction(name) and 0.0 <= value <= 1.0:
                 best[name] = max(best.get(name, 0.0), value)
     ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
     return [name for name, value in ranked[:top] if value >= 0.3]
+
+
+def _starts(group: Group, rows: Sequence[RoundRow]) -> list[Profile]:
+    wanted = {(r.run_id, r.round) for r in rows}
+    return [
+        p
+        for row, view in group.rounds
+        if (row.run_id, row.round) in wanted
+        for p in start_profiles(view, row)
+    ]
 
 
 def _fingerprints(group: Group, rows: Sequence[RoundRow]) -> list[str]:
@@ -91,8 +108,9 @@ def _fingerprints(group: Group, rows: Sequence[RoundRow]) -> list[str]:
         f"platform {group.soc}",
         f"platform-family {platform_family(group.soc)}",
     ]
-    prints += [f"bottleneck {b}" for b in sorted({r.bottleneck for r in rows if r.bottleneck})]
-    prints += [f"high {name}" for name in _strong_signals(rows)]
+    starts = _starts(group, rows)
+    prints += [f"bottleneck {b}" for b in sorted({p.bottleneck for p in starts if p.bottleneck})]
+    prints += [f"high {name}" for name in strong_signals(starts)]
     return list(dict.fromkeys(p.lower() for p in prints))
 
 
@@ -185,7 +203,9 @@ def _worked(group, hashes, verified) -> dict[str, Any] | None:
     if not kept:
         return None
     gains = [r.relative_improvement for r in kept if r.relative_improvement is not None]
-    bottlenecks = sorted({r.bottleneck for r in kept if r.bottleneck}) or ["unknown"]
+    bottlenecks = sorted({p.bottleneck for p in _starts(group, kept) if p.bottleneck}) or [
+        "unknown"
+    ]
     entry = mechanisms.BY_ID[group.entry]
     doc = _common("backend-constraints", group, rows, hashes, verified)
     median = statistics.median(gains) if gains else None

@@ -8,11 +8,12 @@ runs come in as projections (`RunView`), the answer goes out as values; no store
 
 How similar a past round is to the target (0 to 1, `similarity`): the same op (or op family),
 the same platform (or family), shared case shapes, the same bottleneck class of the
-starting profile and the distance between the signals (ledger/core/similar.py). A round
-below `MIN_SIMILARITY` is not evidence. An entry's score sums, over its rounds, weight
-(exp((similarity - nearest) / SHARPNESS)) x recency x outcome (a KEEP counts 1 plus its gain up to
-0.5; a try that was not kept counts little, a FAIL against it). docs/suggest.md says the
-same in prose.
+starting profile and the distance between the signals (ledger/core/similar.py). A run with
+a round at least `MIN_SIMILARITY` similar is a similar run; only its rounds make failure
+signatures, while every round ranks, weighted by its nearness. An entry's score sums, over
+its rounds, weight (exp((similarity - nearest) / SHARPNESS)) x recency x outcome (a KEEP
+counts 1 plus its gain up to 0.5; a try that was not kept counts little, a FAIL against
+it). docs/suggest.md says the same in prose.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ledger.core.projections import RoundRow, RunView
 from ledger.core.similar import signal_distance
 
 MIN_SIMILARITY = 0.25
-"""A past round less similar than this to the target is not evidence for it."""
+"""A past round at least this similar to the target makes its run a similar run."""
 
 WEIGHTS = {"op": 0.30, "platform": 0.15, "shapes": 0.15, "bottleneck": 0.20, "signals": 0.20}
 """The parts of a round's similarity to the target; they sum to 1."""
@@ -128,24 +129,46 @@ def _row_profile(row: RoundRow) -> Profile | None:
     return Profile(row.bottleneck, json.loads(row.start_signals) if row.start_signals else {})
 
 
+def kernel_profiles(view: RunView, kernel_sha256: str) -> tuple[Profile, ...]:
+    """Every profile the run holds of one kernel (one per case when a profiler wrote one per
+    case), whenever it was recorded."""
+    return tuple(
+        Profile(p.bottleneck, json.loads(p.signals))
+        for p in view.profiles
+        if p.kernel_sha256 == kernel_sha256
+    )
+
+
+def start_profiles(view: RunView, row: RoundRow) -> tuple[Profile, ...]:
+    """The profiles a round started from: the one its decision recorded, else those of its
+    parent kernel recorded since (a campaign that profiles after measuring), else the run's
+    baseline profiles."""
+    recorded = _row_profile(row)
+    if recorded is not None:
+        return (recorded,)
+    found = kernel_profiles(view, row.parent_kernel_sha256)
+    if found:
+        return found
+    return tuple(
+        Profile(p.bottleneck, json.loads(p.signals))
+        for p in view.profiles
+        if p.subject == "baseline"
+    )
+
+
 def target_of(view: RunView, at_round: int | None = None) -> Target:
     """The run as `suggest` compares it: with `at_round`, as it stood when that round
-    started (the rounds before it, its starting profile); else as it stands now (its
-    baseline profile and the best kernel's latest profile, every round)."""
+    started (the rounds before it, its starting profiles); else as it stands now (its
+    baseline profiles and the best kernel's profiles, every round)."""
     rounds = tuple(r for r in view.rounds if at_round is None or r.round < at_round)
-    profiles: list[Profile] = []
-    baseline = [p for p in view.profiles if p.subject == "baseline"]
-    if baseline:
-        profiles.append(Profile(baseline[-1].bottleneck, json.loads(baseline[-1].signals)))
     if at_round is not None:
         row = next((r for r in view.rounds if r.round == at_round), None)
-        found = _row_profile(row) if row is not None else None
+        profiles = start_profiles(view, row) if row is not None else ()
     else:
-        best = view.run.best_kernel_sha256
-        mine = [p for p in view.profiles if p.kernel_sha256 == best]
-        found = Profile(mine[-1].bottleneck, json.loads(mine[-1].signals)) if mine else None
-    if found is not None:
-        profiles.append(found)
+        run = view.run
+        profiles = kernel_profiles(view, run.original_kernel_sha256)
+        if run.best_kernel_sha256 != run.original_kernel_sha256:
+            profiles = (*profiles, *kernel_profiles(view, run.best_kernel_sha256))
     return Target(
         run_id=view.run.run_id,
         op_name=view.run.op_name,
@@ -188,18 +211,24 @@ def likeness(target: Target, run: RunView, row: RoundRow) -> Likeness:
     if mine and theirs and mine & theirs:
         parts["shapes"] = len(mine & theirs) / len(mine | theirs)
         reasons.append(f"{len(mine & theirs)} shared shapes")
-    start = _row_profile(row)
-    if start is not None and target.profiles:
-        same = [p for p in target.profiles if p.bottleneck and p.bottleneck == start.bottleneck]
-        if same:
-            parts["bottleneck"] = 1.0
-            reasons.append(f"same bottleneck {start.bottleneck}")
-        distances = [signal_distance(p.signals, start.signals) for p in target.profiles]
-        shared = [d for d, n in distances if n > 0]
-        if shared:
-            nearest = min(shared)
-            parts["signals"] = math.exp(-nearest)
-            reasons.append(f"signal distance {nearest:.2f}")
+    starts = start_profiles(run, row)
+    if starts and target.profiles:
+        mine_b = {p.bottleneck for p in target.profiles if p.bottleneck}
+        theirs_b = {p.bottleneck for p in starts if p.bottleneck}
+        if mine_b and theirs_b and mine_b & theirs_b:
+            # bottleneck classes per case: the share the two sets have in common
+            parts["bottleneck"] = len(mine_b & theirs_b) / len(mine_b | theirs_b)
+            reasons.append(f"bottleneck {', '.join(sorted(mine_b & theirs_b))} in common")
+        nearest_each = []
+        for mine_p in target.profiles:
+            found = [signal_distance(mine_p.signals, t.signals) for t in starts]
+            found = [d for d, n in found if n > 0]
+            if found:
+                nearest_each.append(min(found))
+        if nearest_each:
+            distance = statistics.fmean(nearest_each)
+            parts["signals"] = math.exp(-distance)
+            reasons.append(f"signal distance {distance:.2f}")
     value = round(math.fsum(WEIGHTS[k] * v for k, v in parts.items()), 6)
     return Likeness(value, tuple(reasons))
 
@@ -294,13 +323,14 @@ def suggest(
         recency = 1.0 - 0.3 * (1 - (rank_of[last] + 1) / len(newest)) if newest else 1.0
         for row in view.rounds:
             like = likeness(target, view, row)
-            if like.value < MIN_SIMILARITY:
-                continue
-            similar[view.run.run_id] = max(similar.get(view.run.run_id, 0.0), like.value)
+            if like.value >= MIN_SIMILARITY:
+                similar[view.run.run_id] = max(similar.get(view.run.run_id, 0.0), like.value)
             entry = entry_of(row)
             if entry == mechanisms.OTHER:
-                other_rounds += 1
+                other_rounds += like.value >= MIN_SIMILARITY
                 continue
+            # every round ranks, weighted by how near it is; only similar ones are
+            # failure signatures
             evidence.setdefault(entry, []).append((recency, row, like))
     tried_here: dict[str, list[tuple[int, str]]] = {}
     for row in target.tried:
@@ -313,21 +343,28 @@ def suggest(
         ),
         key=lambda r: (tried_last and _tried_unkept(r), -r.score, r.entry),
     )
+    close = {e: [i for i in items if i[2].value >= MIN_SIMILARITY] for e, items in evidence.items()}
     signatures = sorted(
-        (s for s in (_signature(e, items) for e, items in evidence.items()) if s is not None),
+        (s for s in (_signature(e, items) for e, items in close.items()) if s is not None),
         key=lambda s: (-s.failed_runs, -sum(b.similarity for b in s.rounds), s.entry),
     )
     if not others:
         note = "no other run in the ledger: no evidence to rank mechanisms by"
+    elif not evidence:
+        note = (
+            f"none of the {len(others)} other runs has a decided round that names a mechanism entry"
+        )
     elif not similar:
         note = (
             f"none of the {len(others)} other runs has a round similar enough to this run "
-            f"(similarity >= {MIN_SIMILARITY}: op, platform, shapes, bottleneck, signals)"
+            f"(similarity >= {MIN_SIMILARITY}: op, platform, shapes, bottleneck, signals); "
+            f"ranked from the nearest rounds (similarity {nearest:.2f}), weak evidence"
         )
     else:
         note = (
             f"{len(similar)} of {len(others)} other runs resemble this run; "
-            f"{sum(len(v) for v in evidence.values())} of their rounds name a mechanism entry"
+            f"{sum(len(v) for v in close.values())} of their similar rounds name a mechanism "
+            "entry"
         )
     elsewhere = tuple(
         (rnd, entry, decision)
@@ -392,7 +429,7 @@ def _ranked(
     median = statistics.median(gains) if gains else None
     top = behind[0]
     why = (
-        f"kept in {keeps} of {len(items)} tries across {runs} similar run"
+        f"kept in {keeps} of {len(items)} tries across {runs} run"
         f"{'s' if runs != 1 else ''}"
         + (
             f" (median gain {_pct(median)}, range {_pct(min(gains))} to {_pct(max(gains))})"

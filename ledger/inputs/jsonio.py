@@ -62,6 +62,23 @@ def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def nested_deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether a parsed JSON value holds containers more than `limit` levels deep (walked
+    without recursion, so any depth the parser produced can be asked about)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
 def check_json_value(value: Any, where: str = "") -> None:
     """Reject values RFC 8785 cannot represent exactly, and nesting beyond MAX_DEPTH."""
     if not _plainly_valid(value):

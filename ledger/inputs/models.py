@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticUndefined
 
-from ledger.errors import CoverageError, InputError
+from ledger.errors import CoverageError, InputError, InputProblems
 from ledger.inputs.jsonio import (
     RUN_ID_RE,
     TIME_RANGE,
@@ -269,21 +269,64 @@ def _message(error: Any) -> str:
     return msg[:1].lower() + msg[1:]
 
 
+def problems(
+    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> list[str]:
+    """Every validation error, one line each: `<path> <rule>`; a key a closed model does not
+    allow names the key it likely meant, where `model` (the validated one) tells."""
+    out = []
+    for error in exc.errors(include_url=False):
+        path = field_path(error["loc"])
+        if prefix:
+            path = f"{prefix}.{path}" if path else prefix
+        text = f"{path} {_message(error)}" if path else _message(error)
+        if error["type"] == "extra_forbidden" and model is not None:
+            known = _fields_at(model, error["loc"][:-1])
+            near = nearest(str(error["loc"][-1]), known) if known else None
+            if near is not None:
+                text += f" (did you mean {near}?)"
+        out.append(" ".join(text.split()))
+    return out
+
+
+def _fields_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The field names of the model found at `loc` inside `model` ([] where none is)."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        inner = _model_in(field.annotation)
+        if inner is None:
+            return []
+        model = inner
+    return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    from typing import get_args
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def explain(exc: ValidationError, prefix: str = "") -> str:
     """The first validation error as one line: `<path> <rule>`."""
-    error = exc.errors(include_url=False)[0]
-    path = field_path(error["loc"])
-    if prefix:
-        path = f"{prefix}.{path}" if path else prefix
-    text = f"{path} {_message(error)}" if path else _message(error)
-    return " ".join(text.split())
+    return problems(exc, prefix)[0]
 
 
 def validate_model(model: type[BaseModel], value: Any, what: str, shown: str) -> Any:
+    """The model of `value`, or InputProblems listing every problem it has."""
     try:
         return model.model_validate(value)
     except ValidationError as exc:
-        raise InputError(f"invalid {what} {shown}: {explain(exc)}") from None
+        raise InputProblems(f"invalid {what} {shown}", problems(exc, model=model)) from None
 
 
 # --- shared pieces -----------------------------------------------------------------------
@@ -369,17 +412,21 @@ class SessionIn(_Open):
 def check_measurements(
     rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
 ) -> dict[str, MeasurementIn]:
-    """Exactly one row per planned case and no unplanned case ids."""
+    """Exactly one row per planned case and no unplanned case ids (every problem listed)."""
     by_case: dict[str, MeasurementIn] = {}
+    found = []
     for index, row in enumerate(rows):
         if row.case_id not in planned:
-            raise InputError(f"{field}[{index}].case_id {row.case_id!r} is not a planned case")
-        if row.case_id in by_case:
-            raise InputError(f"{field}[{index}].case_id {row.case_id!r} appears more than once")
-        by_case[row.case_id] = row
-    missing = [case for case in planned if case not in by_case]
-    if missing:
-        raise InputError(f"{field} has no row for planned case {missing[0]!r}")
+            found.append(f"{field}[{index}].case_id {row.case_id!r} is not a planned case")
+        elif row.case_id in by_case:
+            found.append(f"{field}[{index}].case_id {row.case_id!r} appears more than once")
+        else:
+            by_case[row.case_id] = row
+    found += [
+        f"{field} has no row for planned case {case!r}" for case in planned if case not in by_case
+    ]
+    if found:
+        raise InputProblems("", found)
     return by_case
 
 
@@ -525,18 +572,34 @@ class ReferenceIn(_Open):
 
 
 class ProfileRef(_Closed):
-    """A profile of the round's candidate: the profiler's file or folder (relative to the
-    round result's folder unless absolute), the kernel's rows in it (`kernel`, where it
-    holds several), and the case it ran (`case`, a planned case id) or its `shape`."""
+    """A profile of the round's candidate, ingested with the round: the profiler's file or
+    folder, the kernel's rows in it (where it holds several) and the case it ran (or its
+    launch shape). `file` and `case` are taken for `path` and `case_id`."""
 
-    file: Text = described(
-        meaning="The profiler's output (ncu CSV, msprof op folder or op_summary), relative to "
-        "the round result's folder unless absolute.",
-        example="profiles/candidate.ncu.csv",
+    path: Text = described(
+        meaning="The profiler's output (ncu CSV, msprof op folder or op_summary); a relative "
+        "path resolves against the working directory, as candidate.path does, else beside "
+        "the round result.",
+        example="profiles/candidate.fp16-1024x1024.ncu.csv",
     )
     kernel: Text | None = described(None, "The kernel's name in the file, where it holds several.")
-    case: Name | None = described(None, "The planned case the profile ran.")
+    case_id: Name | None = described(None, "The planned case the profile ran.")
     shape: Text | None = described(None, "The launch shape it ran, where no case is named.")
+    format: Text | None = described(
+        None,
+        "The profiler's format, for a reader (ncu-csv, msprof); the file's own header "
+        "decides how it is read.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_names(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            renamed = {"file": "path", "case": "case_id"}
+            if any(old in value and new not in value for old, new in renamed.items()):
+                value = {renamed.get(k, k) if renamed.get(k) not in value else k: v
+                         for k, v in value.items()}  # fmt: skip
+        return value
 
 
 class RoundResult(_Open):
@@ -822,14 +885,14 @@ def load_manifest(path: Path) -> tuple[JsonFile, RunManifest]:
 def parse_measurements(rows: Any, field: str, shown: str) -> list[MeasurementIn]:
     if rows is None:
         raise InputError(f"invalid round result {shown}: {field} is required")
-    out = []
+    out, found = [], []
     for index, row in enumerate(rows):
         try:
             out.append(MeasurementIn.model_validate(row))
         except ValidationError as exc:
-            raise InputError(
-                f"invalid round result {shown}: {explain(exc, f'{field}[{index}]')}"
-            ) from None
+            found += problems(exc, f"{field}[{index}]")
+    if found:
+        raise InputProblems(f"invalid round result {shown}", found)
     return out
 
 
@@ -988,35 +1051,26 @@ _OBJECTIVE_FRACTIONS = (
 )
 
 
-def _nearest(key: str, known: Sequence[str]) -> str | None:
+def nearest(key: str, known: Sequence[str]) -> str | None:
+    """The known key `key` is likely a typo of: a close match (`wieght` -> `weight`), or,
+    for short keys where that ratio is low, the same letters in another order (`paht`)."""
     import difflib
 
     found = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
-    return found[0] if found else None
+    if found:
+        return found[0]
+    if len(key) >= 3:
+        return next((k for k in known if k != key and sorted(k) == sorted(key)), None)
+    return None
 
 
 def config_warnings(document: Any) -> list[str]:
-    """What `plan` warns about in a configuration it accepts: a key the contract does not
-    know but that is close to one it does (kept as evidence, as every extra key is), and an
-    objective value above 1, which reads like a percentage where a fraction is meant."""
+    """What `plan` warns about in a configuration it accepts besides near-miss keys
+    (ledger/inputs/schemas.py, `key_warnings`): an objective value above 1, which reads like
+    a percentage where a fraction is meant."""
     if not isinstance(document, dict):
         return []
     warnings = []
-    sections: list[tuple[str, dict[str, Any], Sequence[str]]] = [
-        ("", document, list(RunConfig.model_fields))
-    ]
-    if isinstance(document.get("objective"), dict):
-        sections.append(("objective.", document["objective"], list(ObjectiveIn.model_fields)))
-    for prefix, values, known in sections:
-        for key in values:
-            if key in known:
-                continue
-            near = _nearest(str(key), known)
-            if near is not None and near not in values:
-                warnings.append(
-                    f"config key {prefix}{key} is not one the contract knows (kept as "
-                    f"evidence); did you mean {prefix}{near}?"
-                )
     objective = document.get("objective")
     if isinstance(objective, dict):
         for key in _OBJECTIVE_FRACTIONS:

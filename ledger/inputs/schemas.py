@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from ledger.errors import InputError
+from ledger.errors import InputError, InputProblems
 from ledger.inputs import models
 
 KINDS: dict[str, tuple[type[BaseModel], str]] = {
@@ -90,22 +90,24 @@ class Entry:
 
 
 def _nested(info: FieldInfo) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field's value is made of, and whether the value is a list of them (a
+    field that takes one object or a list, as a round's `profile`, counts as one)."""
     if isinstance(info.json_schema_extra, models.Rows):
         return info.json_schema_extra.model, info.json_schema_extra.many
-    annotation = info.annotation
-    for _ in range(3):
+    found: tuple[type[BaseModel] | None, bool] = (None, False)
+    pending = [info.annotation]
+    while pending:
+        annotation = pending.pop()
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             return annotation, False
         args = [a for a in get_args(annotation) if a is not type(None)]
         if get_origin(annotation) is list and args:
             inner = args[0]
             if isinstance(inner, type) and issubclass(inner, BaseModel):
-                return inner, True
-            return None, False
-        if len(args) != 1:
-            return None, False
-        annotation = args[0]
-    return None, False
+                found = (inner, True)
+            continue
+        pending.extend(args)
+    return found
 
 
 def entries(model: type[BaseModel]) -> Iterator[Entry]:
@@ -146,6 +148,56 @@ def _prose(model: type[BaseModel], entry: Entry) -> str:
         bits.append(f"in {entry.unit}")
     bits.append(entry.default if entry.required else f"default {entry.default}")
     return f"({', '.join(bits)}) {entry.info.description or ''}".strip()
+
+
+# --- near-miss keys ----------------------------------------------------------------------
+
+WHAT = {
+    "config": "config",
+    "round": "round result",
+    "manifest": "manifest",
+    "case-matrix": "case matrix",
+    "measurements": "measurements file",
+    "decide": "decide input",
+}
+"""How a warning names each kind of file."""
+
+
+def near_misses(model: type[BaseModel], document: Any, prefix: str = "") -> Iterator[tuple]:
+    """(path written, path meant) of every key anywhere in `document` that the model at
+    its place does not know but that is close to one it does (and is not there too)."""
+    if not isinstance(document, dict):
+        return
+    known = {e.name: e for e in entries(model)}
+    for key, value in document.items():
+        entry = known.get(key)
+        if entry is None:
+            near = models.nearest(str(key), list(known))
+            if near is not None and near not in document:
+                yield f"{prefix}{key}", f"{prefix}{near}"
+            continue
+        if entry.nested is None:
+            continue
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from near_misses(entry.nested, item, f"{prefix}{key}[{index}].")
+        else:
+            yield from near_misses(entry.nested, value, f"{prefix}{key}.")
+
+
+def key_warnings(kind: str, document: Any) -> list[str]:
+    """The warning for each near-miss key of a `kind` file (kept as evidence)."""
+    return [
+        f"{WHAT[kind]} key {written} is not one the contract knows (kept as evidence); "
+        f"did you mean {meant}?"
+        for written, meant in near_misses(model_of(kind), document)
+    ]
+
+
+def refuse_strictly(kind: str, shown: str, warnings: list[str]) -> None:
+    """`--strict`: the near-miss keys of a file refuse it, every one listed."""
+    if warnings:
+        raise InputProblems(f"{WHAT[kind]} {shown} refused by --strict", warnings)
 
 
 # --- the template ------------------------------------------------------------------------

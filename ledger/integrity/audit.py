@@ -138,13 +138,7 @@ class TreeWatch:
         self.roots: dict[int, bytes] = {0: merkle.EMPTY_ROOT} if 0 in sizes else {}
 
     def observe(self, e: StoredEvent) -> None:
-        self.add(e.event_hash)
-
-    def add(self, event_hash: str) -> None:
-        self.add_leaf(bytes.fromhex(event_hash))
-
-    def add_leaf(self, leaf: bytes) -> None:
-        self.builder.append(leaf)
+        self.builder.append(bytes.fromhex(e.event_hash))
         if self.builder.size in self.wanted:
             self.roots[self.builder.size] = self.builder.root()
 
@@ -608,8 +602,10 @@ def make_checkpoint(
     signer_key: str | None = None,
     clock: Callable[[], str],
     on_progress: Callable[[int, int], None] | None = None,
+    before_storing: Callable[[str], None] | None = None,
 ) -> CheckpointMade:
-    """Verify the whole ledger, then store and return its checkpoint note.
+    """Verify the whole ledger, then store and return its checkpoint note; `before_storing`
+    sees the note first and may refuse it (an output that cannot take it).
 
     A ledger that does not verify gets no checkpoint: pinning it would vouch for a
     history already known to be wrong."""
@@ -627,6 +623,8 @@ def make_checkpoint(
         )
     cp = notes.Checkpoint(origin, watch.builder.size, watch.builder.root())
     note = notes.sign(cp, signer_key) if signer_key is not None else notes.format_note(cp)
+    if before_storing is not None:
+        before_storing(note)
     with store.transaction(write=True) as conn:
         row, new = audit_store.save_checkpoint(
             conn,

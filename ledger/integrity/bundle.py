@@ -42,10 +42,11 @@ from ledger.inputs.jsonio import RUN_ID_RE, display
 from ledger.integrity import checkpoint as notes
 from ledger.integrity import merkle
 from ledger.integrity.audit import b64, origin_for, parse_pinned
-from ledger.integrity.hashing import canonical, parse_canonical, sha256_hex
 
 # The replay verifier's per-event checks, used as they are: a bundle's run is checked by the
 # very code that checks a run in a ledger.
+from ledger.integrity.eventchecks import fail
+from ledger.integrity.hashing import canonical, parse_canonical, sha256_hex
 from ledger.integrity.verify import Failure, ReplayStop, RunReplay
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
@@ -312,15 +313,8 @@ class BundleContent:
     view: RunView | None = None  # the run's projection rows, as the replay folded them
 
 
-class _Bad(Exception):
-    def __init__(self, failure: Failure) -> None:
-        self.failure = failure
-
-
-def _bad(check: str, reason: str, e: StoredEvent | None = None) -> _Bad:
-    if e is None:
-        return _Bad(Failure(None, None, None, check, reason))
-    return _Bad(Failure(e.seq, e.stream_id, e.stream_version, check, reason))
+def _bad(check: str, reason: str, e: StoredEvent | None = None) -> ReplayStop:
+    return fail(e, check, reason)
 
 
 def check_bundle(
@@ -341,7 +335,7 @@ def check_lines(
     report = BundleReport()
     try:
         content = _check(iter(lines), report)
-    except _Bad as bad:
+    except ReplayStop as bad:
         _record_failure(report, bad.failure)
         return report, None
     if pinned is not None:
@@ -387,18 +381,14 @@ def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
                 f"line {number}: seq {e.seq} is out of order or outside the tree of {cp.size}",
             )
         last_seq = e.seq
-        try:
-            event = replay.check(e, value["payload"])  # its bytes: canonical, as the line is
-            if not inclusion.verify(bytes.fromhex(e.event_hash), e.seq - 1, proof):
-                raise _bad(
-                    "inclusion",
-                    f"the inclusion proof of event seq {e.seq} does not lead to the "
-                    "checkpoint's root",
-                    e,
-                )
-            replay.apply(e, event)
-        except ReplayStop as stop:
-            raise _Bad(stop.failure) from None
+        event = replay.check(e, value["payload"])  # its bytes: canonical, as the line is
+        if not inclusion.verify(bytes.fromhex(e.event_hash), e.seq - 1, proof):
+            raise _bad(
+                "inclusion",
+                f"the inclusion proof of event seq {e.seq} does not lead to the checkpoint's root",
+                e,
+            )
+        replay.apply(e, event)
         records.append(e)
         report.events_checked += 1
     blobs: dict[str, bytes] = {}

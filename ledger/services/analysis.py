@@ -47,7 +47,7 @@ def analyze(
     to get), so an output folder that cannot take them refuses the command before
     RunConcluded is appended; then they are rewritten with the final content and renamed
     into place."""
-    output_dir = Path(output_dir).absolute()
+    output_dir = Path(os.path.abspath(output_dir))  # a/../b/../out makes no a/ or b/
     view = service.full_view(run_id)  # unknown runs are refused before anything is written
     plan = service.planned_event(run_id)
     explanations = service.explanations(run_id)

@@ -248,6 +248,23 @@ def checked_reference(
     return measured_cases(rows, planned, base, field)
 
 
+def check_expected_signal(result: RoundResult, evidence: Any, kernels: Sequence[str]) -> None:
+    """A round's expected_signal must name a signal the tool can know: one in the latest
+    profile of the best kernel or of the candidate (`kernels`), where there is one. A name
+    neither holds could never be checked, and is refused with the names they hold."""
+    expected = result.expected_signal
+    if expected is None:
+        return
+    known: set[str] = set()
+    for kernel in kernels:
+        known |= set(evidence.signals(kernel) or ())
+    if known and expected.metric not in known:
+        raise InputError(
+            f"expected_signal.metric {expected.metric!r} is not a signal of the profiles the "
+            f"round is checked against; they hold: {', '.join(sorted(known))}"
+        )
+
+
 _OBJECTIVE_KEYS = {
     "target_relative_improvement",
     "min_relative_improvement",

@@ -42,7 +42,7 @@ from ledger.core.evidence import EVIDENCE_EVENT_TYPES, DecisionScope, RunEvidenc
 from ledger.core.projections import RunView
 from ledger.core.round import admit, round_events
 from ledger.errors import ConflictError, InputError, LedgerMissing
-from ledger.inputs.jsonio import read_bytes, read_json
+from ledger.inputs.jsonio import JsonFile, read_bytes, read_json
 from ledger.inputs.models import (
     NoiseFile,
     base_folder,
@@ -55,6 +55,7 @@ from ledger.inputs.models import (
 )
 from ledger.integrity.hashing import sha256_hex
 from ledger.services.building import (
+    check_expected_signal,
     checked_reference,
     checked_round,
     measured_cases,
@@ -81,6 +82,17 @@ class PlanResult:
     sources_not_samples: tuple[str, ...] = ()  # baseline cases whose `source` holds no samples
 
 
+def key_checked(kind: str, doc: JsonFile, *, strict: bool) -> list[str]:
+    """The warnings about near-miss keys in an input file; with `strict`, a refusal that
+    lists them all."""
+    from ledger.inputs.schemas import key_warnings, refuse_strictly
+
+    warnings = key_warnings(kind, doc.value)
+    if strict:
+        refuse_strictly(kind, display(doc.path), warnings)
+    return warnings
+
+
 @dataclass(frozen=True)
 class RecordResult:
     run_id: str
@@ -99,6 +111,8 @@ class RecordResult:
     already_recorded: bool = False  # a retry of a round recorded from this very file
     sources_not_samples: tuple[str, ...] = ()  # cases whose `source` holds no samples
     failed_cases: tuple[str, ...] = ()  # the cases its correctness gate failed on
+    warnings: tuple[str, ...] = ()  # near-miss keys in the round result
+    dry_run: bool = False  # checked and decided, nothing written
 
 
 @dataclass(frozen=True)
@@ -120,14 +134,16 @@ class Writes(Session):
         statistics: dict[str, Any] | None = None,
         check: Callable[[Sequence[Event]], None] | None = None,
         dry_run: bool = False,
+        strict: bool = False,
     ) -> PlanResult:
         """Validate a run configuration and lock the run. Relative paths in the configuration
         resolve against `base_dir` (default: the working directory). `statistics` replaces the
         configuration's statistics settings (see `plan_events`); `check`, a caller's own
         rule, sees the events about to be appended and raises to refuse them. With
-        `dry_run`, only check (the run id too, where a ledger exists) and write nothing."""
+        `dry_run`, only check (the run id too, where a ledger exists) and write nothing; with
+        `strict`, a near-miss key refuses the configuration."""
         doc, config = load_config(Path(config_path).absolute())
-        warnings = tuple(config_warnings(doc.value))
+        warnings = (*key_checked("config", doc, strict=strict), *config_warnings(doc.value))
         planned = plan_events(
             doc, config, base_folder(base_dir), statistics=statistics, warnings=warnings
         )
@@ -140,8 +156,7 @@ class Writes(Session):
                 raise
         if check is not None:
             check(planned.events)
-        if not dry_run:
-            self.append(config.run_id, None, list(planned.events), [planned.kernel.content])
+        self.commit(config.run_id, None, planned.events, [planned.kernel.content], dry_run)
         baseline = planned.events[2]
         assert isinstance(baseline, MeasurementsRecorded)
         return PlanResult(
@@ -165,6 +180,8 @@ class Writes(Session):
         base_dir: Path | None = None,
         reopen: str | None = None,
         check: Callable[[Sequence[Event]], None] | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
         vocabulary: bool = True,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
@@ -175,10 +192,13 @@ class Writes(Session):
         anyway (as the JSON-file controller does): then RunReopened goes before the round,
         in the same append, so a refused round leaves the run concluded. `check`, a caller's
         own rule, sees the events about to be appended and raises to refuse them. Without
-        `vocabulary` the decision records no mechanism entry (`round.round_events`)."""
+        `vocabulary` the decision records no mechanism entry (`round.round_events`). With
+        `dry_run`, check and decide but write nothing; with `strict`, a near-miss key refuses
+        the round result."""
         base = base_folder(base_dir)
         result_path = Path(result_path).absolute()
         doc, result = load_round_result(result_path)
+        warnings = key_checked("round", doc, strict=strict)
         view = self.view(run_id)
         run = view.run
         if 1 <= result.round <= run.rounds_recorded:
@@ -194,10 +214,11 @@ class Writes(Session):
         candidate, evidence, validation, outcome, blobs = self._round_outcome(
             view, doc, result, result_path, base, vocabulary
         )
+        check_expected_signal(result, evidence, [run.best_kernel_sha256, candidate.ref.sha256])
         items += outcome.events
         if check is not None:
             check(items)
-        after, _ = self.append(run_id, view, items, [candidate.content, *blobs])
+        self.commit(run_id, view, items, [candidate.content, *blobs], dry_run)
         decision = outcome.decided
         return RecordResult(
             run_id=run_id,
@@ -209,7 +230,7 @@ class Writes(Session):
             target_met=decision.target_met,
             needs_diagnosis=decision.needs_diagnosis,
             remaining_rounds=decision.remaining_rounds,
-            best_kernel_sha256=after.run.best_kernel_sha256,
+            best_kernel_sha256=decision.best_after.sha256,
             flags=tuple(decision.flags),
             samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
             events=tuple(items),
@@ -217,15 +238,30 @@ class Writes(Session):
             failed_cases=tuple(
                 () if validation.passed else failed_validation_cases(validation) or ()
             ),
+            warnings=tuple(warnings),
+            dry_run=dry_run,
         )
+
+    def commit(
+        self,
+        run_id: str,
+        view: RunView | None,
+        items: Sequence[Event],
+        blobs: Sequence[bytes],
+        dry_run: bool,
+    ) -> None:
+        """Append what a use case decided, or, for a dry run, nothing at all: every check
+        and decision ran the same way before this point."""
+        if not dry_run:
+            self.append(run_id, view, list(items), list(blobs))
 
     @staticmethod
     def _round_profiles(
         result: Any, folder: Path, plan: RunPlanned, view: RunView, candidate_sha256: str
     ) -> tuple[list[ProfileRecorded], list[bytes]]:
-        """The profiles a round result names (`profile`: one entry or a list, each file
-        relative to the round result's folder unless absolute), read and attributed as
-        `profile` reads them, with the raw files' bytes."""
+        """The profiles a round result names (`profile`: one entry or a list; a relative
+        path against the working directory, else beside the round result), read and
+        attributed as `profile` reads them, with the raw files' bytes."""
         entries = result.profile
         if entries is None:
             return [], []
@@ -233,17 +269,19 @@ class Writes(Session):
         events, blobs = [], []
         for index, entry in enumerate(listed):
             where = "profile" if not isinstance(entries, list) else f"profile[{index}]"
-            _known_case(entry.case, view, f"{where}.case")
-            path = Path(entry.file)
+            _known_case(entry.case_id, view, f"{where}.case_id")
+            path = Path(entry.path)
+            if not path.is_absolute() and not path.exists() and (folder / path).exists():
+                path = folder / path
             event, data = profile_from_file(
                 plan,
-                path if path.is_absolute() else folder / path,
+                path,
                 subject="round",
                 round_no=result.round,
                 kernel_sha256=candidate_sha256,
                 kernel_name=entry.kernel,
                 shape=entry.shape,
-                case_id=entry.case,
+                case_id=entry.case_id,
             )
             events.append(event)
             blobs += data
@@ -411,8 +449,10 @@ class Writes(Session):
         kernel_name: str | None = None,
         shape: str | None = None,
         case_id: str | None = None,
+        dry_run: bool = False,
     ) -> ProfileResult:
-        """Ingest profiler output for one kernel of the run and attribute its bottleneck.
+        """Ingest profiler output for one kernel of the run and attribute its bottleneck;
+        with `dry_run`, read and attribute it, write nothing.
 
         `candidate` is a candidate's source before its round is recorded: the profile is kept
         under the file's sha256 and the round whose candidate it is reads it at `record`.
@@ -459,11 +499,14 @@ class Writes(Session):
         same = _same_profile(stream, event)
         if same is not None:
             return ProfileResult(same, already_recorded=True)
-        self.append(run_id, view, [event], blobs)
+        self.commit(run_id, view, [event], blobs, dry_run)
         return ProfileResult(event)
 
-    def diagnose(self, run_id: str, bottleneck: str, evidence_text: str) -> DiagnosisRecorded:
-        """Record a new bottleneck model; the consecutive-failure count restarts."""
+    def diagnose(
+        self, run_id: str, bottleneck: str, evidence_text: str, *, dry_run: bool = False
+    ) -> DiagnosisRecorded:
+        """Record a new bottleneck model; the consecutive-failure count restarts. With
+        `dry_run`, check it, write nothing."""
         from ledger.core.bottleneck import Bottleneck
 
         classes = [b.value for b in Bottleneck]
@@ -482,14 +525,24 @@ class Writes(Session):
             after_round=view.run.rounds_recorded,
             consecutive_failures_before=view.run.consecutive_failures,
         )
-        self.append(run_id, view, [event], [])
+        self.commit(run_id, view, [event], [], dry_run)
         return event
 
     # --- noise -----------------------------------------------------------------------------
 
-    def noise(self, run_id: str, path: Path, *, base_dir: Path | None = None) -> dict[str, Any]:
-        """Record an A/A remeasure of the current best kernel; report the drift estimate.
-        Relative `source` paths resolve against `base_dir` (default: the working directory)."""
+    def noise(
+        self,
+        run_id: str,
+        path: Path,
+        *,
+        base_dir: Path | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> dict[str, Any]:
+        """Record an A/A remeasure of the current best kernel; report the drift estimate
+        (with it, for a dry run, which writes nothing). Relative `source` paths resolve
+        against `base_dir` (default: the working directory); with `strict`, a near-miss key
+        refuses the file."""
         from ledger.core import stats
 
         base = base_folder(base_dir)
@@ -497,6 +550,7 @@ class Writes(Session):
         doc = read_json(path, "measurements file")
         shown = display(path)
         item = validate_model(NoiseFile, doc.value, "measurements file", shown)
+        warnings = key_checked("measurements", doc, strict=strict)
         view, stream = self.state(run_id, evidence_only=True)
         if view.concluded:
             raise InputError(f"run {run_id!r} has concluded ({view.run.conclusion})")
@@ -514,7 +568,7 @@ class Writes(Session):
             source=recorded_file(path, doc.sha256, doc.size),
         )
         evidence = RunEvidence.folded([*(stored.event() for stored in stream), event])
-        self.append(run_id, view, [event], [])
+        self.commit(run_id, view, [event], [], dry_run)
         config = stats.StatisticsConfig.from_recorded(evidence.statistics)
         weights = [c.weight for c in view.cases]
         drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
@@ -523,6 +577,7 @@ class Writes(Session):
             "kernel_sha256": item.kernel_sha256,
             "pairs": len(evidence.noise_pairs),
             **drift.to_evidence(),
+            **({"warnings": warnings} if warnings else {}),
         }
 
     # --- conclude --------------------------------------------------------------------------

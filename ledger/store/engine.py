@@ -74,6 +74,8 @@ class Database:
             from ledger.files import guard_ledger
 
             guard_ledger(self.path)  # no output of this process may overwrite it
+            if not read_only:  # what a creation killed midway left beside it
+                remove_dead_creations(self.path)
             parsed = parsed.set(database=str(self.path))  # exactly the file inspected here
             if self._inspect_file(create=create):
                 self._create_sqlite_ledger(parsed, self.path)
@@ -326,6 +328,11 @@ class Database:
             return ConflictError(
                 f"the ledger is busy: another writer held it for more than {self.timeout:g} s; "
                 "nothing was written, retry"
+            )
+        if "pattern too complex" in lowered:  # the query's text, not the ledger, is at fault
+            return InputError(
+                "the search pattern is too complex for the ledger to match (SQLite allows "
+                "LIKE patterns of at most 50,000 bytes); use a shorter one"
             )
         fault = self._sqlite_fault(exc)
         if fault is not None:

@@ -34,7 +34,7 @@ def test_a_forged_mechanism_entry_fails_the_replay(built, tmp_path):
 
     consistent_rewrite(path, decided, forge)
     store = Store(f"sqlite:///{path}")
-    report = verify_ledger(store, workers=1).as_dict()
+    report = verify_ledger(store).as_dict()
     store.close()
     failure = report["first_failure"]
     assert (failure["check"], failure["seq"]) == ("replay", events[decided].seq)
@@ -85,6 +85,6 @@ def test_a_decision_replays_under_the_vocabulary_version_it_records(tmp_path, mo
         copy_ledger(path, copy)
         consistent_rewrite(copy, decided, as_version(version))
         store = Store(f"sqlite:///{copy}")
-        report = verify_ledger(store, workers=1).as_dict()
+        report = verify_ledger(store).as_dict()
         store.close()
         assert (report["first_failure"] is None) == ok, report["first_failure"]

@@ -20,6 +20,8 @@ RUN = "softmax-demo-001"
 # a call per tool, its arguments well-formed but for a run id no ledger can hold
 CALLS = {
     "plan": None,
+    "schema": None,
+    "template": None,
     "record": {"result": "x.json"},
     "assess": {"result": "x.json"},
     "profile": {"path": "p", "round": 2, "kernel_name": "k"},
@@ -49,7 +51,7 @@ def test_every_tool_checks_its_options_before_the_ledger_is_opened(tmp_path):
     assert set(CALLS) == set(tools())
     cli = CliRunner(f"sqlite:///{tmp_path / 'absent.sqlite3'}")
     for name, arguments in CALLS.items():
-        if arguments is None:  # plan takes no run
+        if arguments is None:  # plan, schema and template take no run
             continue
         argv = [name, "--run", "BAD!"]
         for key, value in arguments.items():

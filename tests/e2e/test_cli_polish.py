@@ -187,7 +187,7 @@ def test_plan_warns_of_likely_typos_and_dry_run_writes_nothing(tmp_path):
     assert not (tmp_path / "ledger.sqlite3").exists()  # nothing created, nothing written
     text = cli("plan", "--config", path, "--dry-run")
     assert text.stdout.startswith("checked (nothing written) run softmax-demo-001")
-    assert f"warning: {expected[0]}\n" in text.stdout
+    assert f"warning: {expected[0]}\n" in text.stderr
     planned = cli("plan", "--config", path, "--json")
     assert planned.json()["status"] == "planned" and planned.json()["warnings"] == expected
     again = cli("plan", "--config", path, "--dry-run")

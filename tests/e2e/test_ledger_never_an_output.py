@@ -130,3 +130,52 @@ def test_a_link_made_after_staging_is_refused_at_the_rename(tmp_path) -> None:
             staged.commit()
     assert db.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+# --- the smaller items of issue 31, point 6 ------------------------------------------------
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_checkpoint_out_onto_another_file_stores_nothing(cli, campaign, tmp_path) -> None:
+    assert cli("plan", "--config", campaign.config()).exit_code == 0
+    out = tmp_path / "pinned.note"
+    out.write_bytes(b"another note\n")
+    before = cli("checkpoint", "--json").json()["checkpoint_id"]
+    assert cli("record", "--run", campaign.run_id, "--result", campaign.round([15.0, 33.0, 20.0]))
+    result = cli("checkpoint", "--out", out, "--json")
+    assert result.exit_code == 2
+    assert result.json()["error"].endswith("no checkpoint was stored")
+    assert out.read_bytes() == b"another note\n"
+    again = cli("checkpoint", "--out", out, "--force", "--json").json()
+    assert again["checkpoint_id"] == before + 1  # the refused one was never stored
+    assert cli("checkpoint", "--out", out, "--json").exit_code == 0  # the same note again
+
+
+def test_an_output_dir_through_missing_folders_makes_none_of_them(
+    cli, campaign, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli("plan", "--config", campaign.config()).exit_code == 0
+    result = cli("analyze", "--run", campaign.run_id, "--output-dir", "a/../b/../out")
+    assert result.exit_code == 0, result.stderr
+    assert (Path("out") / "analysis.json").is_file()
+    assert not Path("a").exists() and not Path("b").exists()
+
+
+def test_a_run_folder_through_missing_folders_makes_none_of_them(workspace) -> None:
+    c, _ = workspace
+    code, out = _main("plan", "--output-dir", "x/../y/../run", "--config", c.config())
+    assert code == 0, out
+    assert Path("run/state.json").is_file() and not Path("x").exists() and not Path("y").exists()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_killed_creation_is_cleaned_by_the_next_command(cli) -> None:
+    assert cli("db", "upgrade").exit_code == 0
+    ledger = Path(cli.db_url.removeprefix("sqlite:///"))
+    dead = 2**22 + 4242  # above pid_max's default: no such process
+    leftover = ledger.with_name(f".{ledger.name}.new-{dead}-0badc0de")
+    leftover.write_bytes(b"half a ledger")
+    Path(f"{leftover}-journal").write_bytes(b"")
+    assert cli("status").exit_code == 0
+    assert sorted(p.name for p in ledger.parent.iterdir() if ".new-" in p.name) == []

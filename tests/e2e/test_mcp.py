@@ -127,9 +127,22 @@ def test_schemas_name_the_fixed_sets_and_say_what_each_field_is():
             },
             "result": {
                 "type": "string",
-                "description": "The round result (JSON, schema_version 1): round, "
-                "parent_kernel_sha256, candidate, hypothesis, change, verification and "
-                "measurements. A path on the server's machine, relative to the folder it runs in.",
+                "description": "The round result (JSON, schema_version 1; `template round` "
+                "prints one): round, parent_kernel_sha256, candidate, hypothesis, change, "
+                "verification and measurements. A path on the server's machine, relative to "
+                "the folder it runs in.",
+            },
+            "dry_run": {
+                "type": "boolean",
+                "description": "Check the round result against the run and say what would be "
+                "decided; write nothing.",
+                "default": False,
+            },
+            "strict": {
+                "type": "boolean",
+                "description": "Refuse the file when a key looks like a typo of a known one "
+                "(otherwise a warning).",
+                "default": False,
             },
         },
         "required": ["run", "result"],

@@ -161,7 +161,7 @@ def test_a_round_profile_of_an_unplanned_case_is_refused(cli, campaign):
     refused = cli("record", "--run", campaign.run_id, "--result", path, "--json")
     assert refused.exit_code == 2
     assert refused.json()["error"] == (
-        f"profile.case 'nope' is not a planned case of run '{campaign.run_id}' "
+        f"profile.case_id 'nope' is not a planned case of run '{campaign.run_id}' "
         "(fp16-128x257, fp32-64x1024, bf16-8x8193)"
     )
     status = cli("status", "--run", campaign.run_id, "--json").json()
@@ -212,3 +212,28 @@ def test_the_report_labels_each_profile_with_its_case(cli, campaign, tmp_path):
     page = tmp_path / "report.html"
     assert cli("report", "--run", campaign.run_id, "--html", page).exit_code == 0
     assert f"original, case {a}" in page.read_text()
+
+
+def test_a_profile_named_by_path_and_case_id_is_read_with_the_round(cli, campaign):
+    """The names a real campaign's round results used (examples/gpu-campaign):
+    {"path", "format", "case_id"}, the path against the working directory as candidate.path
+    is; an entry that names no file is refused, naming the field."""
+    _plan(cli, campaign)
+    case = campaign.case_ids[0]
+    entry = {
+        "path": str(NCU),
+        "kernel": "kl_few_blocks_scale",
+        "format": "ncu-csv",
+        "case_id": case,
+    }
+    assert record_round(cli, campaign, [16.0, 37.0, 23.0], profile=entry) == "KEEP"
+    shown = cli("show", "--run", campaign.run_id, "--round", 1, "--json").json()
+    assert [p["case_id"] for p in shown["profiles"]] == [case]
+    refused = cli(
+        "record",
+        "--run",
+        campaign.run_id,
+        "--result",
+        campaign.round([15.0, 36.0, 22.0], profile={"kernel": "kl_saxpy"}),
+    )
+    assert refused.exit_code == 2 and "path is required" in refused.stderr, refused.stderr

@@ -1,7 +1,7 @@
 """Valid at the first try: every input file of a campaign written from `kernel-ledger
 template KIND` alone (notes dropped; only the values a user must supply replaced: the
-sha256 digests, the baseline manifest's kernel, raw samples) runs plan, record, noise and
-analyze, on SQLite and PostgreSQL."""
+sha256 digests, the baseline manifest's kernel, raw samples, a profile) runs plan, profile,
+record, noise and analyze, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -64,10 +64,21 @@ def test_a_campaign_from_the_templates_alone(cli, tmp_path, monkeypatch):
     result["parent_kernel_sha256"] = digest("kernels/kernel_v0.py")
     result["measurements"][0]["samples_us"] = [47.9 + i * 0.01 for i in range(20)]
     result["measurements"][0]["median_us"] = 47.9 + 9.5 * 0.01
+    put("profiles/baseline.json", {"occupancy": 0.4, "duration_us": 52.0})
+    baseline = cli(
+        "profile", "profiles/baseline.json", "--run", "softmax-001", "--baseline",
+        "--case", "fp16-1024x1024",
+    )  # fmt: skip
+    assert baseline.exit_code == 0, baseline.stderr
+    put("profiles/round-1.json", {"occupancy": 0.6, "duration_us": 48.0})
+    result["profile"] = {"file": "profiles/round-1.json", "case": "fp16-1024x1024"}
+    result["expected_signal"] = {"metric": "occupancy", "direction": "increase"}
     put("round-1.json", result)
     recorded = cli("record", "--run", "softmax-001", "--result", "round-1.json", "--json")
     assert recorded.exit_code == 0, recorded.stderr
     assert recorded.json()["decision"] == "KEEP"
+    shown = cli("show", "--run", "softmax-001", "--round", "1", "--json").json()
+    assert shown["decision"]["mechanism_check"]["confirmed"] is True
 
     aa = from_template(cli, "measurements")
     aa["kernel_sha256"] = digest("kernels/kernel_r1.py")

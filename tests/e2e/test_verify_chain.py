@@ -16,16 +16,16 @@ HASH_REASON = "event_hash does not match the event's content"
 
 
 def _ledger(cli, campaign: Campaign, tmp_path) -> int:
-    """A concluded run with three rounds, then a profile: returns the event count."""
+    """A run with three rounds and a profile, concluded: returns the event count."""
     assert cli("plan", "--config", campaign.config()).exit_code == 0
     for medians in ([16.0, 37.0, 23.0], [15.0, 37.0, 26.0], [14.0, 33.0, 21.0]):
         result = cli("record", "--run", RUN, "--result", campaign.round(medians), "--json")
         assert result.exit_code == 0, result.stderr
         campaign.accepted(result.json()["decision"], result.json()["round"])
-    assert cli("analyze", "--run", RUN, "--output-dir", tmp_path / "analysis").exit_code == 0
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps({"aiv_vec_ratio": 0.54, "aiv_scalar_ratio": 0.12}))
     assert cli("profile", "--run", RUN, "--baseline", profile).exit_code == 0
+    assert cli("analyze", "--run", RUN, "--output-dir", tmp_path / "analysis").exit_code == 0
     return cli.event_count()
 
 

@@ -252,11 +252,10 @@ def test_the_mcp_tool_answers_as_the_command_line(cli, tmp_path):
     from mcp.client.stdio import stdio_client
 
     note, _ = _ledger(cli, tmp_path)
-    root = Path(__file__).resolve().parents[2]
 
-    async def call():
+    async def call():  # served from the note's folder: the server reads files only inside it
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "cli", "--db", cli.db_url, "mcp"], cwd=str(root)
+            command=sys.executable, args=["-m", "cli", "--db", cli.db_url, "mcp"], cwd=str(tmp_path)
         )
         async with stdio_client(params) as streams, ClientSession(*streams) as session:
             await session.initialize()

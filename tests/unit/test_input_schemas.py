@@ -59,3 +59,20 @@ def test_a_template_shows_each_optional_field_beside_it():
 def test_units_are_in_the_schema():
     props = json_schema("config")["$defs"]["MeasurementIn"]["properties"]
     assert props["median_us"]["unit"] == "us"
+
+
+def test_near_miss_keys_are_found_at_any_depth_and_for_swapped_letters():
+    assert schemas.key_warnings(
+        "round", {"candidate": {"paht": "k.py"}, "measurements": [{}, {"repeat": 3}]}
+    ) == [
+        "round result key candidate.paht is not one the contract knows (kept as evidence); "
+        "did you mean candidate.path?",
+        "round result key measurements[1].repeat is not one the contract knows (kept as "
+        "evidence); did you mean measurements[1].repeats?",
+    ]
+    assert schemas.key_warnings("round", {"candidate": {"path": "k", "paht": "k"}}) == []
+
+
+def test_the_reference_expands_a_field_of_one_object_or_a_list():
+    reference = schemas.reference_markdown()
+    assert "| `profile.case` | string |  | null | The planned case the profile ran. |" in reference
