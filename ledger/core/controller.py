@@ -462,6 +462,10 @@ def mechanism_check(
 
 
 def _different_sessions(first: dict | None, second: dict | None) -> bool:
+    """stats.different_sessions, without loading the statistics (numpy) where a side names
+    no session, as every round of a run without sessions."""
+    if not first or not second:
+        return False
     from ledger.core.stats import different_sessions
 
     return different_sessions(first, second)
