@@ -118,8 +118,14 @@ def cli(*args: Any, db: str) -> Outcome:
 
 
 def one_line_error(stderr: str) -> bool:
-    """The product rule for every failure: exactly one line on stderr, `Error: …`."""
-    return stderr.startswith("Error: ") and stderr.count("\n") == 1 and "Traceback" not in stderr
+    """The product rule for every failure: one `Error: …` line on stderr, or, for an input
+    with several problems, that line saying `N problems:` and then one indented line each."""
+    if not stderr.startswith("Error: ") or "Traceback" in stderr or not stderr.endswith("\n"):
+        return False
+    first, *rest = stderr.removesuffix("\n").split("\n")
+    if not rest:
+        return True
+    return first.endswith("problems:") and all(line.startswith("  ") for line in rest)
 
 
 # --- looking inside a ledger ----------------------------------------------------------
