@@ -75,4 +75,6 @@ def test_near_miss_keys_are_found_at_any_depth_and_for_swapped_letters():
 
 def test_the_reference_expands_a_field_of_one_object_or_a_list():
     reference = schemas.reference_markdown()
-    assert "| `profile.case_id` | string |  | null | The planned case the profile ran. |" in reference
+    assert (
+        "| `profile.case_id` | string |  | null | The planned case the profile ran. |" in reference
+    )
