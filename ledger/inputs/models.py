@@ -275,7 +275,7 @@ def problems(
     """Every validation error, one line each: `<path> <rule>`; a key a closed model does not
     allow names the key it likely meant, where `model` (the validated one) tells."""
     out = []
-    for error in exc.errors(include_url=False):
+    for error in _one_branch(exc.errors(include_url=False)):
         path = field_path(error["loc"])
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
@@ -286,6 +286,51 @@ def problems(
             if near is not None:
                 text += f" (did you mean {near}?)"
         out.append(" ".join(text.split()))
+    return out
+
+
+_SHAPE_ERRORS = {"model_type", "model_attributes_type", "list_type", "dict_type"}
+
+
+def _union_tag(part: Any) -> bool:
+    """A loc part naming a branch of a union of models (`ProfileRef`, `list[ProfileRef]`),
+    not a key of the input."""
+    if not isinstance(part, str):
+        return False
+    name = part[5:-1] if part.startswith("list[") and part.endswith("]") else part
+    found = globals().get(name)
+    return isinstance(found, type) and issubclass(found, BaseModel)
+
+
+def _one_branch(errors: list[Any]) -> list[Any]:
+    """The errors with union branches resolved as a reader means them: of a field that takes
+    an object or a list of them, only the branch the input's shape chose (the one with an
+    error inside it, not merely "must be an array"), without the branch's name in the path;
+    where neither branch takes the input's shape, one error saying what both would take."""
+    tagged: dict[tuple, dict[str, list[Any]]] = {}
+    for error in errors:
+        at = next((i for i, part in enumerate(error["loc"]) if _union_tag(part)), None)
+        if at is not None:
+            inside = error["type"] not in _SHAPE_ERRORS or len(error["loc"]) > at + 1
+            branch = tagged.setdefault(tuple(error["loc"][:at]), {})
+            branch.setdefault(error["loc"][at], []).append((error, inside))
+    kept: dict[int, Any] = {}
+    for branches in tagged.values():
+        chosen = [b for b, errs in branches.items() if any(inside for _, inside in errs)][:1]
+        if chosen:
+            kept |= {id(e): e for e, _ in branches[chosen[0]]}
+        else:
+            first = next(iter(branches.values()))[0][0]
+            kept[id(first)] = {**first, "type": "shape", "msg": "must be an object or an array "
+                               "of objects"}  # fmt: skip
+    out = []
+    for error in errors:
+        if any(_union_tag(part) for part in error["loc"]):
+            if id(error) not in kept:
+                continue
+            error = kept[id(error)]
+            error = {**error, "loc": tuple(p for p in error["loc"] if not _union_tag(p))}
+        out.append(error)
     return out
 
 

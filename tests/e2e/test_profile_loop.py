@@ -236,4 +236,22 @@ def test_a_profile_named_by_path_and_case_id_is_read_with_the_round(cli, campaig
         "--result",
         campaign.round([15.0, 36.0, 22.0], profile={"kernel": "kl_saxpy"}),
     )
-    assert refused.exit_code == 2 and "path is required" in refused.stderr, refused.stderr
+    assert refused.exit_code == 2 and "profile.path is required" in refused.stderr, refused.stderr
+
+
+def test_a_profile_of_the_wrong_shape_is_named_once(cli, campaign):
+    """`profile` takes an object or a list of them: a problem is said of the shape given, not
+    of both readings."""
+    _plan(cli, campaign)
+    for value, line in (
+        ("p.csv", "  profile must be an object or an array of objects"),
+        ([{"path": "p.csv"}, {"kernel": "k"}], "  profile[1].path is required"),
+    ):
+        result = cli(
+            "record", "--run", campaign.run_id, "--result",
+            campaign.round([15.0, 36.0, 22.0], profile=value),
+        )  # fmt: skip
+        assert result.exit_code == 2, result.stderr
+        problems = [x for x in result.stderr.splitlines() if x.startswith("  ")]
+        assert line.strip() in result.stderr and "ProfileRef" not in result.stderr, result.stderr
+        assert len([x for x in problems if "profile" in x]) <= 1, problems
