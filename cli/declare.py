@@ -180,6 +180,11 @@ class Command:
     one_shot: bool = False  # short and bounded: runs without the cycle collector (cli/entry.py)
 
     @property
+    def tool_name(self) -> str:
+        """Its MCP tool's name: the command's, a group's space as `_` (`knowledge_export`)."""
+        return self.name.replace(" ", "_")
+
+    @property
     def summary(self) -> str:
         """The first paragraph of the help, on one line."""
         return " ".join(self.doc.strip().split("\n\n")[0].split())

@@ -84,7 +84,7 @@ def cli_section(command: Command) -> list[str]:
 
 
 def tool_section(command: Command) -> list[str]:
-    lines = [f"### {command.name}", "", f"`{synopsis(command)}`: {command.summary}", ""]
+    lines = [f"### {command.tool_name}", "", f"`{synopsis(command)}`: {command.summary}", ""]
     if command.options:
         lines += [*options_table(command, arguments=True), ""]
     return [*lines, f"JSON: {command.returns}.", ""]
@@ -133,7 +133,7 @@ def agents_md(text: str, order: list[Command]) -> str:
                 f"`{name}`*" if option.required or option.tool_required else f"`{name}`"
                 for name, option in command.options.items()
             ]
-            lines.append(f"| `{command.name}` | {', '.join(named)} |")
+            lines.append(f"| `{command.tool_name}` | {', '.join(named)} |")
     return _replace(text, _block("the declarations in cli/", lines))
 
 

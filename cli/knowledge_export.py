@@ -72,6 +72,7 @@ COMMAND = Command(
         "out": Option("The folder to write into.", default=REQUIRED, metavar="DIR", file=True),
         "force": Option("Overwrite files that exist with other content.", bool, False),
     },
+    tool=True,
     returns='`status` "exported", `out`, `candidates` (how many), `kinds` (how many of '
     "each kind), `files` (every file written)",
 )

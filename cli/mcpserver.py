@@ -112,7 +112,7 @@ def refuse_oversized(arguments: dict[str, Any]) -> None:
 
 def tools() -> dict[str, Command]:
     """Every command that is also a tool, by name."""
-    return {command.name: command for command in every_command() if command.tool}
+    return {command.tool_name: command for command in every_command() if command.tool}
 
 
 def input_schema(command: Command) -> dict[str, Any]:

@@ -22,6 +22,7 @@ CALLS = {
     "plan": None,
     "schema": None,
     "template": None,
+    "knowledge_export": None,
     "record": {"result": "x.json"},
     "assess": {"result": "x.json"},
     "profile": {"path": "p", "round": 2, "kernel_name": "k"},
@@ -51,7 +52,7 @@ def test_every_tool_checks_its_options_before_the_ledger_is_opened(tmp_path):
     assert set(CALLS) == set(tools())
     cli = CliRunner(f"sqlite:///{tmp_path / 'absent.sqlite3'}")
     for name, arguments in CALLS.items():
-        if arguments is None:  # plan, schema and template take no run
+        if arguments is None:  # plan, schema, template and knowledge_export take no run
             continue
         argv = [name, "--run", "BAD!"]
         for key, value in arguments.items():

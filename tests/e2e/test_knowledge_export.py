@@ -165,3 +165,29 @@ def test_workspace_scripts_accept_and_find_the_export(cli, tmp_path):
     assert [m["id"] for m in failures["matches"]][:1] == [
         c["candidate_id"] for c in _candidates(out) if "warps" in c["candidate_id"]
     ]
+
+
+def test_the_export_is_an_mcp_tool_confined_to_its_folder(cli, tmp_path):
+    """`knowledge_export` over MCP writes what the command line writes, only inside the
+    folder the server serves; a folder outside it is a tool error and nothing is written."""
+    from cli.declare import Env
+    from cli.mcpserver import Confinement, call_tool
+
+    _history(cli, tmp_path)
+    by_cli = tmp_path / "by-cli"
+    body = _export(cli, by_cli)
+    served = tmp_path / "served"
+    served.mkdir()
+    env, confined = Env(cli.db_url, as_json=True), Confinement(served)
+    is_error, doc, text = call_tool(
+        env, "knowledge_export", {"out": str(served / "out")}, confinement=confined
+    )
+    assert not is_error, text
+    assert (doc["candidates"], doc["kinds"]) == (body["candidates"], body["kinds"])
+    assert _candidates(served / "out") == _candidates(by_cli)
+    outside = tmp_path / "outside"
+    is_error, doc, text = call_tool(
+        env, "knowledge_export", {"out": str(outside)}, confinement=confined
+    )
+    assert is_error and doc["exit_code"] == 2 and text.startswith("Error: argument 'out'"), text
+    assert not outside.exists()

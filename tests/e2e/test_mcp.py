@@ -91,8 +91,8 @@ def other_url(db_url: str, request, tmp_path: Path) -> str:
 def test_the_tools_are_the_commands_declared_tools():
     assert list(tools()) == [
         "analyze", "assess", "check-merge", "checkout", "compare", "diagnose", "history",
-        "noise", "plan", "profile", "record", "schema", "show", "status", "suggest", "template",
-        "verify",
+        "knowledge_export", "noise", "plan", "profile", "record", "schema", "show", "status",
+        "suggest", "template", "verify",
     ]  # fmt: skip
 
 
