@@ -10,16 +10,15 @@ from cli.output import plural, say
 
 
 def knowledge_export(env: Env, out: str, force: bool) -> Outcome:
-    from ledger.files import write_output
+    from ledger.files import check_output, write_output
 
     found, documents = env.service().knowledge()
     folder = Path(out)
-    written = []
-    for candidate in found:
-        path = folder / "candidates" / f"{candidate['candidate_id']}.json"
-        written.append(write_output(path, _json(candidate), force=force))
-    for name, document in documents.items():
-        written.append(write_output(folder / "knowledge" / name, _json(document), force=force))
+    files = [(folder / "candidates" / f"{c['candidate_id']}.json", _json(c)) for c in found]
+    files += [(folder / "knowledge" / name, _json(d)) for name, d in documents.items()]
+    for path, _ in files:  # every target checked before the first is written
+        check_output(path, force=force)
+    written = [write_output(path, data, force=force) for path, data in files]
     kinds = {
         kind: sum(c["kind"] == kind for c in found) for kind in sorted({c["kind"] for c in found})
     }

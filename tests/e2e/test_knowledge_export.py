@@ -191,3 +191,15 @@ def test_the_export_is_an_mcp_tool_confined_to_its_folder(cli, tmp_path):
     )
     assert is_error and doc["exit_code"] == 2 and text.startswith("Error: argument 'out'"), text
     assert not outside.exists()
+
+
+def test_a_refused_export_writes_nothing(cli, tmp_path):
+    """Every target is checked before the first file is written: with DIR/knowledge a file,
+    the export is refused and no candidate is left behind."""
+    _history(cli, tmp_path)
+    out = tmp_path / "half"
+    out.mkdir()
+    (out / "knowledge").write_text("not a folder\n")
+    result = cli("knowledge", "export", "--out", out)
+    assert result.exit_code == 2 and "Not a directory" in result.stderr, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["knowledge"]
