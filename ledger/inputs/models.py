@@ -640,10 +640,10 @@ class ProfileRef(_Closed):
     @classmethod
     def _other_names(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            renamed = {"file": "path", "case": "case_id"}
-            if any(old in value and new not in value for old, new in renamed.items()):
-                value = {renamed.get(k, k) if renamed.get(k) not in value else k: v
-                         for k, v in value.items()}  # fmt: skip
+            value = dict(value)
+            for old, new in (("file", "path"), ("case", "case_id")):
+                if old in value and new not in value:
+                    value[new] = value.pop(old)
         return value
 
 
