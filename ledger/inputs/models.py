@@ -44,8 +44,6 @@ SECRET_KEY_QUALIFIERS = ("SECRET", "PRIVATE")
 """The spec's list is of examples ("such as"): a name ending in `_KEY` with one of these
 words before it is as secret-like (AWS_SECRET_ACCESS_KEY, DJANGO_SECRET_KEY,
 SSH_PRIVATE_KEY), though no `*_SECRET` pattern matches it."""
-RUN_TYPES = ("change-validation", "correctness", "debug", "performance", "profiling")
-MANIFEST_STATUSES = ("planned", "running", "passed", "failed", "inconclusive", "cancelled")
 
 
 # --- field types -------------------------------------------------------------------------
@@ -82,17 +80,19 @@ def _non_negative(value: Any) -> float:
 
 
 def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("must be an integer ≥ 1")
-    if value < 1 or value > MAX_SAFE_INTEGER:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAFE_INTEGER:
         raise ValueError("must be an integer ≥ 1")
     return value
 
 
-def _text(value: Any) -> str:
+def _plain_string(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
-    if not value.strip():
+    return value
+
+
+def _text(value: Any) -> str:
+    if not _plain_string(value).strip():
         raise ValueError("must be a non-empty string")
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
@@ -359,11 +359,6 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
-
-
-def explain(exc: ValidationError, prefix: str = "") -> str:
-    """The first validation error as one line: `<path> <rule>`."""
-    return problems(exc, prefix)[0]
 
 
 def validate_model(model: type[BaseModel], value: Any, what: str, shown: str) -> Any:
@@ -792,7 +787,7 @@ class Artifact(_Closed):
     )
 
 
-_PlainText = Annotated[str, BeforeValidator(lambda v: _plain_string(v))]
+_PlainText = Annotated[str, BeforeValidator(_plain_string)]
 
 
 class RunManifest(_Closed):
@@ -883,12 +878,6 @@ def secret_like(name: str) -> bool:
         return True
     words = upper.split("_")
     return words[-1] == "KEY" and any(w in SECRET_KEY_QUALIFIERS for w in words[:-1])
-
-
-def _plain_string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("must be a string")
-    return value
 
 
 # --- loading -----------------------------------------------------------------------------
@@ -1088,12 +1077,7 @@ def check_validation(
 
 # --- plan warnings ------------------------------------------------------------------------
 
-_OBJECTIVE_FRACTIONS = (
-    "target_relative_improvement",
-    "min_relative_improvement",
-    "noise_floor",
-    "max_case_regression",
-)
+_OBJECTIVE_FRACTIONS = tuple(ObjectiveIn.model_fields)
 
 
 def nearest(key: str, known: Sequence[str]) -> str | None:
@@ -1143,8 +1127,6 @@ def case_passed(case: dict[str, Any]) -> bool:
 def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
     """The case ids a failed validation's case matrix marks as not passed, read from the
     file the event names when it still holds the bytes that were hashed; None otherwise."""
-    import json
-
     ref = linked.case_matrix
     if ref is None:
         return None
