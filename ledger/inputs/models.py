@@ -134,7 +134,6 @@ def _weight(value: Any) -> float:
     return number
 
 
-PositiveNumber = Annotated[float, BeforeValidator(_positive)]
 TimeUs = Annotated[float, BeforeValidator(_time_us)]
 Weight = Annotated[float, BeforeValidator(_weight)]
 NonNegative = Annotated[float, BeforeValidator(_non_negative)]
