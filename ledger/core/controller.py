@@ -295,9 +295,9 @@ def decide_round(
             decision = decide.Decision.NOISE
     across = sides == "different-sessions"
     if across and contract_keep and decision is not decide.Decision.KEEP:
-        from ledger.core.stats import FLAG_REMEASURE
+        from ledger.core import stats
 
-        flags.append(FLAG_REMEASURE)
+        flags.append(stats.FLAG_REMEASURE)
     if decision is decide.Decision.KEEP:
         assert candidate_medians is not None
         best_after = BestKernel(
@@ -343,7 +343,10 @@ def decide_round(
         flags.append("retried-mechanism")
     if candidate_medians is not None:
         measured = evidence.measured.get(round_no)
-        flags += [flag for flag in SOURCE_FLAGS if flagged_cases(measured, flag)]
+        if flagged_cases(measured, SAMPLES_NOT_FOUND):
+            flags.append(SAMPLES_NOT_FOUND)
+        if flagged_cases(measured, SOURCE_NOT_SAMPLES):
+            flags.append(SOURCE_NOT_SAMPLES)
     return RoundDecided(
         contract=rules.version,
         round=round_no,
