@@ -17,9 +17,10 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ledger.errors import CoverageError, InputError, InputProblems
@@ -339,25 +340,32 @@ def _fields_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
         if isinstance(part, int):
             continue
         field = model.model_fields.get(str(part))
-        if field is None:
-            return []
-        inner = _model_in(field.annotation)
+        inner = nested_model(field)[0] if field is not None else None
         if inner is None:
             return []
         model = inner
     return list(model.model_fields)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    from typing import get_args
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+def nested_model(info: FieldInfo) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field's value is made of, and whether the value is a list of them (a
+    field that takes one object or a list, as a round's `profile`, counts as one)."""
+    if isinstance(info.json_schema_extra, Rows):
+        return info.json_schema_extra.model, info.json_schema_extra.many
+    found: tuple[type[BaseModel] | None, bool] = (None, False)
+    pending = [info.annotation]
+    while pending:
+        annotation = pending.pop()
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation, False
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) is list and args:
+            inner = args[0]
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                found = (inner, True)
+            continue
+        pending.extend(args)
+    return found
 
 
 def validate_model(model: type[BaseModel], value: Any, what: str, shown: str) -> Any:
