@@ -182,13 +182,15 @@ def main(argv=None) -> int:
             best_name, best = var["name"], rc.CURRENT_PARAMS[(op.NAME, var["name"])]
         rc.write_json(out / "follow-log.json", log)
     log["best"] = best_name
-    if ncu_ok:
-        rest = [k for k in summary["kernels"] if k != op.BASELINE["name"]]
-        if rest:
-            rounds = {r["variant"]: r["round"] for r in summary["rounds"]}
-            log["ncu"]["rounds"] = profile(
-                op, rest, out / "ncu" / "rounds", ledger, run_id, rounds=rounds
-            )
+    left = args.budget_s - (time.time() - t0) - 10
+    rest = [k for k in summary["kernels"] if k != op.BASELINE["name"]]
+    if ncu_ok and rest and left < 15:
+        log["ncu"]["rounds"] = {"skipped": f"budget: {left + 10:.0f}s left"}
+    elif ncu_ok and rest:
+        rounds = {r["variant"]: r["round"] for r in summary["rounds"]}
+        log["ncu"]["rounds"] = profile(
+            op, rest, out / "ncu" / "rounds", ledger, run_id, rounds=rounds, timeout=min(left, 90)
+        )
     code, _, err = ledger("analyze", "--run", run_id, "--output-dir", str(out / "analysis"))
     log["analyze"] = {"rc": code, "error": err or None}
     bundle = out / "bundles" / f"{run_id}.bundle.jsonl"
@@ -206,10 +208,12 @@ def main(argv=None) -> int:
     return 0
 
 
-def profile(op, kernels, pdir: Path, ledger, run_id: str, rounds: dict | None = None) -> dict:
+def profile(
+    op, kernels, pdir: Path, ledger, run_id: str, rounds: dict | None = None, timeout: float = 60
+) -> dict:
     """ncu over `kernels` on every case, each launch recorded with `profile` (the baseline,
     or the round whose candidate it is)."""
-    info = rc.run_ncu(op, kernels, pdir, timeout=90)
+    info = rc.run_ncu(op, kernels, pdir, timeout=timeout)
     files = rc.split_ncu(pdir)
     info["profiles"] = len(files)
     info["ingested"] = []
