@@ -1,7 +1,7 @@
 """A campaign on an op outside the corpus whose rounds follow `kernel-ledger suggest`.
 
     python3 follow_suggestions.py --out DIR [--op outside.softmax] [--history PATH ...]
-                                  [--rounds 8] [--budget-s 300] [--repeats 40]
+                                  [--rounds 10] [--budget-s 300] [--repeats 40]
                                   [--tiny] [--no-ncu]
 
 1. A fresh ledger in DIR imports the history: every bundle under corpus/ (the committed
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--op", default="outside.softmax", help="the op's module")
     parser.add_argument("--history", action="append", default=[], help="bundles or a folder")
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--budget-s", type=float, default=300.0)
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (interpreter)")
