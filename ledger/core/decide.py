@@ -116,7 +116,7 @@ class Progress:
 class Grounds:
     """Why the contract gave a measured round its decision, in words.
 
-    `rule` names the rule that fired (explain.RULES), `clause` states it with its numbers
+    `rule` names the rule that fired, `clause` states it with its numbers
     (the sentence `show`, the report and the web view print), `brief` is the short form
     `history --json` gives as `reason`."""
 

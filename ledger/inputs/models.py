@@ -17,9 +17,10 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ledger.errors import CoverageError, InputError, InputProblems
@@ -44,8 +45,6 @@ SECRET_KEY_QUALIFIERS = ("SECRET", "PRIVATE")
 """The spec's list is of examples ("such as"): a name ending in `_KEY` with one of these
 words before it is as secret-like (AWS_SECRET_ACCESS_KEY, DJANGO_SECRET_KEY,
 SSH_PRIVATE_KEY), though no `*_SECRET` pattern matches it."""
-RUN_TYPES = ("change-validation", "correctness", "debug", "performance", "profiling")
-MANIFEST_STATUSES = ("planned", "running", "passed", "failed", "inconclusive", "cancelled")
 
 
 # --- field types -------------------------------------------------------------------------
@@ -82,17 +81,19 @@ def _non_negative(value: Any) -> float:
 
 
 def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("must be an integer ≥ 1")
-    if value < 1 or value > MAX_SAFE_INTEGER:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAFE_INTEGER:
         raise ValueError("must be an integer ≥ 1")
     return value
 
 
-def _text(value: Any) -> str:
+def _plain_string(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
-    if not value.strip():
+    return value
+
+
+def _text(value: Any) -> str:
+    if not _plain_string(value).strip():
         raise ValueError("must be a non-empty string")
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
@@ -134,7 +135,6 @@ def _weight(value: Any) -> float:
     return number
 
 
-PositiveNumber = Annotated[float, BeforeValidator(_positive)]
 TimeUs = Annotated[float, BeforeValidator(_time_us)]
 Weight = Annotated[float, BeforeValidator(_weight)]
 NonNegative = Annotated[float, BeforeValidator(_non_negative)]
@@ -340,30 +340,32 @@ def _fields_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
         if isinstance(part, int):
             continue
         field = model.model_fields.get(str(part))
-        if field is None:
-            return []
-        inner = _model_in(field.annotation)
+        inner = nested_model(field)[0] if field is not None else None
         if inner is None:
             return []
         model = inner
     return list(model.model_fields)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    from typing import get_args
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def explain(exc: ValidationError, prefix: str = "") -> str:
-    """The first validation error as one line: `<path> <rule>`."""
-    return problems(exc, prefix)[0]
+def nested_model(info: FieldInfo) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field's value is made of, and whether the value is a list of them (a
+    field that takes one object or a list, as a round's `profile`, counts as one)."""
+    if isinstance(info.json_schema_extra, Rows):
+        return info.json_schema_extra.model, info.json_schema_extra.many
+    found: tuple[type[BaseModel] | None, bool] = (None, False)
+    pending = [info.annotation]
+    while pending:
+        annotation = pending.pop()
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation, False
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) is list and args:
+            inner = args[0]
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                found = (inner, True)
+            continue
+        pending.extend(args)
+    return found
 
 
 def validate_model(model: type[BaseModel], value: Any, what: str, shown: str) -> Any:
@@ -792,7 +794,7 @@ class Artifact(_Closed):
     )
 
 
-_PlainText = Annotated[str, BeforeValidator(lambda v: _plain_string(v))]
+_PlainText = Annotated[str, BeforeValidator(_plain_string)]
 
 
 class RunManifest(_Closed):
@@ -883,12 +885,6 @@ def secret_like(name: str) -> bool:
         return True
     words = upper.split("_")
     return words[-1] == "KEY" and any(w in SECRET_KEY_QUALIFIERS for w in words[:-1])
-
-
-def _plain_string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("must be a string")
-    return value
 
 
 # --- loading -----------------------------------------------------------------------------
@@ -1088,12 +1084,7 @@ def check_validation(
 
 # --- plan warnings ------------------------------------------------------------------------
 
-_OBJECTIVE_FRACTIONS = (
-    "target_relative_improvement",
-    "min_relative_improvement",
-    "noise_floor",
-    "max_case_regression",
-)
+_OBJECTIVE_FRACTIONS = tuple(ObjectiveIn.model_fields)
 
 
 def nearest(key: str, known: Sequence[str]) -> str | None:
@@ -1143,8 +1134,6 @@ def case_passed(case: dict[str, Any]) -> bool:
 def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
     """The case ids a failed validation's case matrix marks as not passed, read from the
     file the event names when it still holds the bytes that were hashed; None otherwise."""
-    import json
-
     ref = linked.case_matrix
     if ref is None:
         return None

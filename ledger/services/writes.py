@@ -21,11 +21,12 @@ from typing import Any
 
 from ledger.core import projections
 from ledger.core.controller import (
+    SAMPLES_NOT_FOUND,
+    SOURCE_NOT_SAMPLES,
     attribution_settings,
     conclusion_event,
+    flagged_cases,
     profile_event,
-    samples_not_found,
-    sources_not_samples,
 )
 from ledger.core.events import (
     DiagnosisRecorded,
@@ -163,11 +164,11 @@ class Writes(Session):
             config.run_id,
             planned.kernel.ref.sha256,
             len(config.case_ids),
-            tuple(samples_not_found(baseline)),
+            flagged_cases(baseline, SAMPLES_NOT_FOUND),
             planned.events,
             warnings,
             dry_run,
-            tuple(sources_not_samples(baseline)),
+            flagged_cases(baseline, SOURCE_NOT_SAMPLES),
         )
 
     # --- record ----------------------------------------------------------------------------
@@ -220,6 +221,7 @@ class Writes(Session):
             check(items)
         self.commit(run_id, view, items, [candidate.content, *blobs], dry_run)
         decision = outcome.decided
+        measured = evidence.measured.get(decision.round)
         return RecordResult(
             run_id=run_id,
             round=decision.round,
@@ -232,9 +234,9 @@ class Writes(Session):
             remaining_rounds=decision.remaining_rounds,
             best_kernel_sha256=decision.best_after.sha256,
             flags=tuple(decision.flags),
-            samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
+            samples_not_found=flagged_cases(measured, SAMPLES_NOT_FOUND),
             events=tuple(items),
-            sources_not_samples=tuple(sources_not_samples(evidence.measured.get(decision.round))),
+            sources_not_samples=flagged_cases(measured, SOURCE_NOT_SAMPLES),
             failed_cases=tuple(
                 () if validation.passed else failed_validation_cases(validation) or ()
             ),

@@ -109,7 +109,8 @@ def test_sequential_rounds_store_their_look_and_replay(cli, campaign):
     stats = decided["statistics"]
     assert body["decision"] == "KEEP"
     assert (stats["settled"], stats["repeats_used"]) == (True, 10)
-    assert stats["sequential"] == SEQUENTIAL and stats["looks"][0]["settled_by"] == "keep"
+    assert stats["sequential"] == {**SEQUENTIAL, "unpaired_best": "first-n"}
+    assert stats["looks"][0]["settled_by"] == "keep"
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
     # the report shows the repeats used and the device time the look spared: 100 measured of
@@ -174,3 +175,34 @@ def test_assess_answers_the_next_look_and_writes_nothing(cli, campaign):
     assert shown["statistics"]["repeats_used"] == assessed["repeats_used"]
     human = cli("assess", "--run", campaign.run_id, "--result", path)
     assert human.exit_code == 2  # round 1 is recorded now: assess says what record would
+
+
+def test_a_sequential_round_replays_under_the_rule_it_was_recorded_by(cli, tmp_path, monkeypatch):
+    """tests/fixtures/ledgers/0008-sequential-all.sqlite3 was recorded by the code before
+    `unpaired_best`: its round 1, an A/A pair whose sessions' first ten samples run 3% faster
+    (self-made timings), has no reference, and its first look took the baseline's samples
+    whole: KEEP at I = +2.93%. It verifies under that rule; the same inputs recorded now
+    compare the first ten of both sides and are not kept."""
+    import shutil
+    from pathlib import Path
+
+    from conftest import CliRunner
+
+    root = Path(__file__).resolve().parents[2]
+    fixture = root / "tests" / "fixtures" / "ledgers" / "0008-sequential-all"
+    monkeypatch.chdir(root)
+    old = tmp_path / "old.sqlite3"
+    shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
+    before = CliRunner(f"sqlite:///{old}")
+    assert before("verify").exit_code == 0
+    recorded = before("show", "--run", "softmax-demo-001", "--round", "1", "--json").json()
+    assert recorded["decision"]["decision"] == "KEEP"
+    assert "unpaired_best" not in recorded["decision"]["statistics"]["sequential"]
+
+    assert cli("plan", "--config", fixture / "config.json").exit_code == 0
+    now = cli("record", "--run", "softmax-demo-001", "--result", fixture / "round-1.json", "--json")
+    assert now.exit_code == 0, now.stderr
+    assert now.json()["decision"] != "KEEP"
+    shown = cli("show", "--run", "softmax-demo-001", "--round", "1", "--json").json()
+    assert shown["decision"]["statistics"]["sequential"]["unpaired_best"] == "first-n"
+    assert cli("verify").exit_code == 0
