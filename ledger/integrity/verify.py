@@ -318,8 +318,6 @@ class _Replay:
         try:
             for row in rows:
                 e = _stored(row)
-                if e.actor is None:
-                    self.report.without_actor += 1
                 stream_id = e.stream_id
                 state = streams.get(stream_id)
                 if state is None:
@@ -337,6 +335,7 @@ class _Replay:
                     for warning in state.warnings[seen:]:
                         self.warnings.append((self.firsts[stream_id], position, warning))
                 state.version, state.last_hash = e.stream_version, e.event_hash
+                self.report.without_actor += e.actor is None
                 if e.event_type == "RunConcluded" and state.view is not None:
                     # compared now and let go; a run reopened by a later event stays whole
                     # and is compared with the others at the end
