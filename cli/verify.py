@@ -179,9 +179,9 @@ COMMAND = Command(
         ),
         "since": SINCE,
     },
-    returns="`status` (ok or failed), `events_checked`, `runs_checked`, `checks` {check: "
-    "status}, `first_failure` {seq, stream_id, stream_version, check, reason}, `warnings`, "
-    "`origin`, `checkpoints_checked`; with --checkpoint also `checkpoint`, with --artifacts "
-    "`artifacts`",
+    returns="`status` (ok or failed), `events_checked`, `runs_checked`, `events_without_actor` "
+    "(events from before actors were recorded), `checks` {check: status}, `first_failure` "
+    "{seq, stream_id, stream_version, check, reason}, `warnings`, `origin`, "
+    "`checkpoints_checked`; with --checkpoint also `checkpoint`, with --artifacts `artifacts`",
     tool=True,
 )

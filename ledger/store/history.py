@@ -88,7 +88,8 @@ def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
     return [RoundRow._make(with_booleans(row, ROUND_BOOLEANS)) for row in rows]
 
 
-# A round's decision event: its run's RoundDecided at the row's time (indexed, 0009).
+# A round's decision event: its run's RoundDecided at the row's time, and its actor, from
+# one index (0009).
 def _decided_here():
     return (
         (events.c.stream_id == rounds.c.run_id)

@@ -10,8 +10,11 @@ did (the envelope has no `actor` key at all), so every event byte and hash is un
 The column is added in place (`ALTER TABLE ... ADD COLUMN`): no table is rebuilt, and the
 append-only triggers stay as they are.
 
-An index on (stream_id, event_type, recorded_at) finds the decision event of a `rounds` row,
-whose actor `history`, `show` and the report name.
+An index on (stream_id, event_type, recorded_at, actor) finds the decision event of a
+`rounds` row and its actor from the index alone (`history` names it, and `history --actor`
+compares it for every round it reads: about 90 ms over the 22,740 rounds of a
+100,000-event ledger when none matches, against 0.7 to 2.5 s when each actor is read from its
+row, behind the payload).
 
 On PostgreSQL the role is the database's word, not the client's: a row trigger refuses an
 event whose actor does not name `current_user` as its `db_role` (the writer reads
@@ -49,9 +52,9 @@ END $$
 def upgrade() -> None:
     op.add_column("events", sa.Column("actor", sa.Text()))
     op.create_index(
-        "ix_events_stream_id_event_type_recorded_at",
+        "ix_events_stream_id_event_type_recorded_at_actor",
         "events",
-        ["stream_id", "event_type", "recorded_at"],
+        ["stream_id", "event_type", "recorded_at", "actor"],
     )
     if op.get_bind().dialect.name == "postgresql":
         op.execute(PG_FUNCTION)

@@ -140,3 +140,42 @@ def test_a_wrong_actor_label_is_refused_and_nothing_is_written(cli, tmp_path, mo
             result.stderr
         )
         assert cli.event_count() == before
+
+
+def test_bundles_and_copies_carry_each_actor_verbatim(
+    cli, db_url, two_agents, tmp_path, monkeypatch
+):
+    """A bundle's events keep the actors that appended them, into a ledger another actor
+    imports them into, and `db copy` keeps them too; the event hashes are the same."""
+    import json
+
+    from conftest import CliRunner
+
+    fields, _ = _principal(db_url)
+    run = two_agents.run_id
+    source = cli("history", "--run", run, "--json").json()["rounds"]
+    bundle = tmp_path / "run.bundle.jsonl"
+    assert cli("export", "--run", run, "--out", bundle).exit_code == 0
+    lines = [json.loads(line) for line in bundle.read_text().splitlines()]
+    labels = {e["actor"]["label"] for e in lines if e["type"] == "event"}
+    assert labels == {"agent-a", "agent-b"}
+    events = [e for e in lines if e["type"] == "event"]
+    assert all(e["actor"] == {**fields, "label": e["actor"]["label"]} for e in events)
+
+    monkeypatch.setenv("KERNEL_LEDGER_ACTOR", "importer")
+    other = CliRunner(f"sqlite:///{tmp_path / 'imported.sqlite3'}")
+    imported = other("import", bundle)
+    assert imported.exit_code == 0, imported.stderr
+    assert other("history", "--json").json()["rounds"] == source
+    assert other("verify").exit_code == 0
+
+    copied = CliRunner(f"sqlite:///{tmp_path / 'copied.sqlite3'}")
+    assert copied("db", "upgrade").exit_code == 0
+    assert cli("db", "copy", "--to", copied.db_url).exit_code == 0
+    assert copied("history", "--json").json()["rounds"] == source
+    exported = tmp_path / "again.bundle.jsonl"
+    assert copied("export", "--run", run, "--out", exported).exit_code == 0
+    again = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [(e.get("event_hash"), e.get("actor")) for e in again[1:]] == [
+        (e.get("event_hash"), e.get("actor")) for e in lines[1:]
+    ]
