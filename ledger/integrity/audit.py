@@ -402,6 +402,7 @@ class AuditReport:
             "status": "ok" if self.ok else "failed",
             "events_checked": self.ledger.events_checked,
             "runs_checked": self.ledger.runs_checked,
+            "events_without_actor": self.ledger.without_actor,
             "checks": self.checks(),
             "first_failure": failure.as_dict() if failure else None,
             "warnings": list(self.ledger.warnings),

@@ -10,7 +10,8 @@ A bundle is JSON Lines, every line the RFC 8785 canonical form of one object, in
               pinned checkpoint of the ledger, proving it is a prefix of the exported tree
     event    {"type": "event", "seq", "event_id", "stream_id", "stream_version",
               "event_type", "schema_version", "recorded_at", "payload" (the JSON value),
-              "parent_hash", "event_hash", "proof"}   one per event of the run, in seq order;
+              "parent_hash", "event_hash", "proof", and "actor" (the object) for an event
+              that records who appended it}   one per event of the run, in seq order;
               proof: the RFC 6962 inclusion proof of the event hash at leaf seq-1
     blob     {"type": "blob", "sha256", "size", "content" (base64)}   the kernel sources
               and profile files the events name, by sha256
@@ -35,6 +36,7 @@ from typing import Any
 import rfc8785
 
 from ledger import files
+from ledger.core.actors import stored_problem
 from ledger.core.events import ProfileRecorded, RoundSubmitted, RunPlanned
 from ledger.core.projections import RunView
 from ledger.errors import CheckFailed, InputError
@@ -204,6 +206,7 @@ def export_run(
                     "parent_hash": e.parent_hash,
                     "event_hash": e.event_hash,
                     "proof": [h.hex() for h in proofs.inclusion(e.seq - 1, size)],
+                    **({} if e.actor is None else {"actor": json.loads(e.actor)}),
                 }
             )
         )
@@ -534,7 +537,7 @@ def _proof(number: int, values: Any, known: dict[str, bytes]) -> list[bytes]:
 def _event(
     number: int, value: dict[str, Any], run_id: str, body: bytes, known: dict[str, bytes]
 ) -> tuple[StoredEvent, list[bytes]]:
-    _keys(number, value, EVENT_KEYS, "event")
+    _keys(number, value, EVENT_KEYS | {"actor"} if "actor" in value else EVENT_KEYS, "event")
     for key in ("seq", "stream_version", "schema_version"):
         if not _int(value[key]) or value[key] < 1:
             raise _bad("format", f"line {number}: {key} must be a positive integer")
@@ -548,6 +551,15 @@ def _event(
     if not isinstance(value["payload"], dict):
         raise _bad("format", f"line {number}: payload must be a JSON object")
     proof = _proof(number, value["proof"], known)
+    actor = None
+    if "actor" in value:  # absent for an event from before actors were recorded
+        try:
+            actor = canonical(value["actor"], string_keys=True).decode()
+        except InputError:
+            actor = ""
+        why = stored_problem(actor) if isinstance(value["actor"], dict) else "not an object"
+        if why is not None:
+            raise _bad("format", f"line {number}: actor: {why}")
     e = StoredEvent(
         seq=value["seq"],
         event_id=value["event_id"],
@@ -559,6 +571,7 @@ def _event(
         payload=_payload_bytes(body),
         parent_hash=value["parent_hash"],
         event_hash=value["event_hash"],
+        actor=actor,
     )
     return e, proof
 

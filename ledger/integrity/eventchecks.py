@@ -2,9 +2,9 @@
 payload and payload validates; and the checks of the stored rows themselves (storage types
 of the events' columns, the blob table).
 
-`check_chain` is the whole of `verify --chain`; `check_event` adds the payload checks and is
-what every reader of events that moves or replays them runs first (`verify`, `db copy`,
-bundles). A failure is raised as `ReplayStop`, naming its seq.
+`check_chain` is the whole of `verify --chain`; `check_event` adds the actor and payload
+checks and is what every reader of events that moves or replays them runs first (`verify`,
+`db copy`, bundles). A failure is raised as `ReplayStop`, naming its seq.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ledger.core.actors import stored_problem
 from ledger.core.events import Event, load_event
 from ledger.errors import InputError
 from ledger.integrity.hashing import ZERO_HASH, canonical, parse_canonical, sha256_hex
@@ -93,6 +94,10 @@ def check_event(
     `payload_value`: the payload's JSON value, from a caller that has proven `e.payload` to
     be its canonical bytes already (a bundle line checked whole)."""
     check_chain(e, head, expected_seq)
+    if e.actor is not None:
+        why = stored_problem(e.actor)
+        if why is not None:
+            raise fail(e, "canonical", why)
     value = payload_value if payload_value is not None else canonical_value(e)
     try:
         return load_event(e.event_type, e.schema_version, value)

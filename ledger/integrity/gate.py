@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger import files
+from ledger.core.actors import describe, parsed
 from ledger.core.events import RoundSubmitted, RunPlanned
 from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import display, read_bytes
@@ -44,6 +45,9 @@ class GateResult:
     notes: list[str] = field(default_factory=list)
     verification: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, Any] = field(default_factory=dict)
+    # who recorded each decision and the conclusion (actor objects; None before actors)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    concluded_by: dict[str, str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,7 +66,20 @@ class GateResult:
             "notes": list(self.notes),
             "verification": self.verification,
             "artifacts": self.artifacts,
+            "decisions": self.decisions,
+            "concluded_by": self.concluded_by,
         }
+
+    def recorded_by(self) -> list[str]:
+        """Who kept each kept round and who concluded the run, one sentence each."""
+        lines = [
+            f"round {d['round']} {d['decision']} recorded by {describe(d['actor'])}"
+            for d in self.decisions
+            if d["decision"] == "KEEP"
+        ]
+        if self.conclusion is not None:
+            lines.append(f"concluded {self.conclusion} by {describe(self.concluded_by)}")
+        return lines
 
     def markdown(self) -> str:
         """A summary for a pull-request comment."""
@@ -109,6 +126,9 @@ class GateResult:
             lines += ["", "**Why it failed**", ""] + [f"- {_md(r)}" for r in self.reasons]
         if self.notes:
             lines += ["", "**Notes**", ""] + [f"- {_md(n)}" for n in self.notes]
+        who = self.recorded_by()
+        if who:
+            lines += ["", "**Who recorded it**", ""] + [f"- {_md(w)}" for w in who]
         lines += [
             "",
             f"Reproduce: `kernel-ledger check-merge --run {self.run_id} --kernel "
@@ -152,6 +172,14 @@ def check_merge(
         best_round=run.best_round,
         conclusion=run.conclusion,
         checks={},
+        decisions=[
+            {"round": value["round"], "decision": value["decision"], "actor": parsed(e.actor)}
+            for e, value in ((e, e.payload_value()) for e in stream)
+            if e.event_type == "RoundDecided"
+        ],
+        concluded_by=next(
+            (parsed(e.actor) for e in reversed(stream) if e.event_type == "RunConcluded"), None
+        ),
     )
     if run.conclusion == "passed":
         result.checks["concluded"] = OK

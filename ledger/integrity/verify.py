@@ -75,6 +75,7 @@ __all__ = ["CHECKS", "Failure", "ReplayStop", "Report", "RunReplay", "verify_led
 class Report:
     events_checked: int = 0
     runs_checked: int = 0
+    without_actor: int = 0  # events checked from before actors were recorded
     checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
     first_failure: Failure | None = None
     warnings: list[str] = field(default_factory=list)
@@ -96,6 +97,7 @@ class Report:
             "status": "ok" if self.ok else "failed",
             "events_checked": self.events_checked,
             "runs_checked": self.runs_checked,
+            "events_without_actor": self.without_actor,
             "checks": self.checks,
             "first_failure": self.first_failure.as_dict() if self.first_failure else None,
             "warnings": self.warnings,
@@ -333,6 +335,7 @@ class _Replay:
                     for warning in state.warnings[seen:]:
                         self.warnings.append((self.firsts[stream_id], position, warning))
                 state.version, state.last_hash = e.stream_version, e.event_hash
+                self.report.without_actor += e.actor is None
                 if e.event_type == "RunConcluded" and state.view is not None:
                     # compared now and let go; a run reopened by a later event stays whole
                     # and is compared with the others at the end
@@ -437,6 +440,7 @@ def verify_chain(
                     check_chain(e, head, expected)
                     head.version, head.last_hash = e.stream_version, e.event_hash
                     done += 1
+                    report.without_actor += e.actor is None
                     if expected is not None:
                         expected += 1
                 if on_progress:

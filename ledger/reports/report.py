@@ -28,6 +28,7 @@ from typing import Any
 
 from ledger import files
 from ledger.core import decide, looks
+from ledger.core.actors import describe, parsed
 from ledger.core.events import (
     DiagnosisRecorded,
     Event,
@@ -82,6 +83,7 @@ class RoundEntry:
     repeats_used: int | None = None  # sequential decisions: repeats per case at the look
     max_repeats: int | None = None
     device_time_saved_us: float | None = None
+    recorded_by: str = "not recorded"  # who appended the decision (actors.describe)
 
 
 @dataclass(frozen=True)
@@ -308,11 +310,15 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
     stored = service.stream(run_id)
     events: list[Event] = []
     unreadable = 0
+    actors: dict[int, str] = {}  # who recorded each round's decision
     for record in stored:
         try:
             events.append(record.event())
         except ValueError:  # a damaged payload: the verification panel says which
             unreadable += 1
+            continue
+        if isinstance(events[-1], RoundDecided):
+            actors[events[-1].round] = describe(parsed(record.actor))
     report = verify_ledger(service.store, run_id).as_dict()
     if tree_head:
         size, root = _tree_head(service.store)
@@ -336,7 +342,7 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
         for e in events
         if isinstance(e, ValidationLinked) and not e.passed
     }
-    return _collect(view, events, verification, unreadable, failed)
+    return _collect(view, events, verification, unreadable, failed, actors)
 
 
 def _tree_head(store: Any) -> tuple[int, str]:
@@ -353,6 +359,7 @@ def _collect(
     verification: Verification,
     unreadable: int,
     failed: dict[int, list[str] | None] | None = None,
+    actors: dict[int, str] | None = None,
 ) -> ReportData:
     plan = next((e for e in events if isinstance(e, RunPlanned)), None)
     target = dict(plan.target) if plan else {"soc": view.run.soc}
@@ -416,6 +423,7 @@ def _collect(
                 repeats_used=saved.repeats_used if saved else None,
                 max_repeats=saved.max_repeats if saved else None,
                 device_time_saved_us=saved.device_time_saved_us if saved else None,
+                recorded_by=(actors or {}).get(number, "not recorded"),
             )
         )
         # Ledgers written before profiles were ingested keep the round's signals only here.

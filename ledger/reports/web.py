@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from ledger.core.actors import describe, parsed
 from ledger.errors import InputError, LedgerError
 from ledger.store.history import utc_bound
 from ledger.text import display
@@ -100,9 +101,9 @@ class Reader:
                 computed = None
             try:
                 record.event()
-                readable = True
+                readable, actor = True, parsed(record.actor)
             except ValueError:
-                readable = False
+                readable, actor = False, None
             out.append(
                 {
                     "seq": record.seq,
@@ -114,6 +115,8 @@ class Reader:
                     "hash_ok": computed == record.event_hash,
                     "parent_ok": record.parent_hash == previous,
                     "readable": readable,
+                    "actor": actor,  # who appended it (null before actors were recorded)
+                    "by": describe(actor),
                 }
             )
             previous = record.event_hash
@@ -185,18 +188,24 @@ class Reader:
             "diff": diff,
         }
 
-    def history(self, f: Any) -> tuple[list[Any], dict[str, Any], tuple[str, str, int] | None]:
+    def history(
+        self, f: Any
+    ) -> tuple[list[Any], dict[str, Any], tuple[str, str, int] | None, dict[Any, Any]]:
+        """A page of rounds, why each was decided, the key of the next page (None: the
+        last) and who recorded each decision (actor objects, by run and round)."""
         from dataclasses import replace
 
-        from ledger.store.history import query_rounds
+        from ledger.core.actors import parsed
+        from ledger.store.history import decision_actors, query_rounds
 
         limit = f.limit
         with self.store.transaction() as conn:
             rows = query_rounds(conn, replace(f, limit=limit + 1))
-        rows, more = rows[:limit], len(rows) > limit
+            rows, more = rows[:limit], len(rows) > limit
+            actors = decision_actors(conn, rows) if rows else {}
         why = self.service.explain_rounds([(r.run_id, r.round) for r in rows])
         last = (rows[-1].recorded_at, rows[-1].run_id, rows[-1].round) if more else None
-        return rows, why, last
+        return rows, why, last, {key: parsed(text) for key, text in actors.items()}
 
     def like_profile(self, run_id: str, version: int, limit: int) -> dict[str, Any]:
         """Past rounds whose starting profile resembles a stored profile (as --like-profile
@@ -651,6 +660,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
         "bottleneck",
         "mechanism",
         "search",
+        "actor",
         "since",
         "until",
     )
@@ -675,6 +685,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
             bottleneck=given["bottleneck"],
             mechanism=given["mechanism"],
             search=given["search"],
+            actor=given["actor"],
             since=when(request, "since"),
             until=when(request, "until"),
             limit=number(request, "limit", PAGE, low=1, high=MAX_PAGE),
@@ -690,13 +701,21 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
                 like, version, number(request, "limit", 10, low=1, high=MAX_PAGE)
             )
         f, given = history_filter(request)
-        rows, why, last = reader.history(f)
+        rows, why, last, actors = reader.history(f)
         next_link = None
         if last is not None:
             next_link = link(
                 "/history", after_at=last[0], after_run=last[1], after_round=last[2], **given
             )
-        return "rounds", {"rows": rows, "why": why, "next": next_link, "filters": given}
+        by = {key: describe(actor) for key, actor in actors.items()}
+        return "rounds", {
+            "rows": rows,
+            "why": why,
+            "actors": actors,
+            "by": by,
+            "next": next_link,
+            "filters": given,
+        }
 
     def history_page(request):
         kind, data = history_data(request)
@@ -738,6 +757,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
                         "explanation": why[(r.run_id, r.round)].sentence
                         if (r.run_id, r.round) in why
                         else None,
+                        "actor": data["actors"].get((r.run_id, r.round)),
                     }
                     for r in data["rows"]
                 ],
