@@ -54,9 +54,13 @@ class Queries(Session):
                 "RoundDecided": "decision",
                 "RunReopened": "reopened",
             }.get(record.event_type)
+            if key == "measurements" and payload.get("role") == "reference":
+                key = "reference"  # the parent measured beside the candidate, in its session
             if record.event_type == "ProfileRecorded":
                 detail["profiles"].append(payload)
-            elif key is not None and (round_no > 0 or key in ("validation", "measurements")):
+            elif key is not None and (
+                round_no > 0 or key in ("validation", "measurements", "reference")
+            ):
                 detail[key] = payload
         if round_no > 0 and "decision" not in detail:
             raise InputError(f"run {run_id!r} has no round {round_no}")
