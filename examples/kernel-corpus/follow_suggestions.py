@@ -1,7 +1,7 @@
 """A campaign on an op outside the corpus whose rounds follow `kernel-ledger suggest`.
 
     python3 follow_suggestions.py --out DIR [--op outside.softmax] [--history PATH ...]
-                                  [--rounds 8] [--budget-s 300] [--repeats 40]
+                                  [--rounds 10] [--budget-s 300] [--repeats 40]
                                   [--tiny] [--no-ncu]
 
 1. A fresh ledger in DIR imports the history: every bundle under corpus/ (the committed
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--op", default="outside.softmax", help="the op's module")
     parser.add_argument("--history", action="append", default=[], help="bundles or a folder")
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--budget-s", type=float, default=300.0)
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (interpreter)")
@@ -182,13 +182,15 @@ def main(argv=None) -> int:
             best_name, best = var["name"], rc.CURRENT_PARAMS[(op.NAME, var["name"])]
         rc.write_json(out / "follow-log.json", log)
     log["best"] = best_name
-    if ncu_ok:
-        rest = [k for k in summary["kernels"] if k != op.BASELINE["name"]]
-        if rest:
-            rounds = {r["variant"]: r["round"] for r in summary["rounds"]}
-            log["ncu"]["rounds"] = profile(
-                op, rest, out / "ncu" / "rounds", ledger, run_id, rounds=rounds
-            )
+    left = args.budget_s - (time.time() - t0) - 10
+    rest = [k for k in summary["kernels"] if k != op.BASELINE["name"]]
+    if ncu_ok and rest and left < 15:
+        log["ncu"]["rounds"] = {"skipped": f"budget: {left + 10:.0f}s left"}
+    elif ncu_ok and rest:
+        rounds = {r["variant"]: r["round"] for r in summary["rounds"]}
+        log["ncu"]["rounds"] = profile(
+            op, rest, out / "ncu" / "rounds", ledger, run_id, rounds=rounds, timeout=min(left, 90)
+        )
     code, _, err = ledger("analyze", "--run", run_id, "--output-dir", str(out / "analysis"))
     log["analyze"] = {"rc": code, "error": err or None}
     bundle = out / "bundles" / f"{run_id}.bundle.jsonl"
@@ -206,10 +208,12 @@ def main(argv=None) -> int:
     return 0
 
 
-def profile(op, kernels, pdir: Path, ledger, run_id: str, rounds: dict | None = None) -> dict:
+def profile(
+    op, kernels, pdir: Path, ledger, run_id: str, rounds: dict | None = None, timeout: float = 60
+) -> dict:
     """ncu over `kernels` on every case, each launch recorded with `profile` (the baseline,
     or the round whose candidate it is)."""
-    info = rc.run_ncu(op, kernels, pdir, timeout=90)
+    info = rc.run_ncu(op, kernels, pdir, timeout=timeout)
     files = rc.split_ncu(pdir)
     info["profiles"] = len(files)
     info["ingested"] = []
