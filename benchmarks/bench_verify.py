@@ -60,7 +60,7 @@ def cached_ledger(events: int) -> tuple[Path, str, int]:
     with store.transaction() as conn:
         tree = merkle.TreeBuilder()
         for page in store.event_hash_pages(conn):
-            tree.extend(bytes.fromhex(h) for _, h in page)
+            tree.extend_hashes(bytes.fromhex(page))
         origin = audit.origin_for(store.ledger_id(conn))
     store.close()
     note = format_note(Checkpoint(origin, tree.size, tree.root()))

@@ -144,20 +144,21 @@ class TreeWatch:
 
     def extend(
         self,
-        leaves: list[bytes],
+        packed: bytes,
         stops: set[int] = frozenset(),  # type: ignore[assignment]
         at: Callable[[int], None] | None = None,
     ) -> None:
-        """Many leaves at once, stopping at each wanted size (and each of `stops`, where
-        `at(size)` is called) on the way."""
-        builder = self.builder
+        """Many leaves at once, packed 32 bytes each (`merkle.TreeBuilder.extend_hashes`),
+        stopping at each wanted size (and each of `stops`, where `at(size)` is called) on
+        the way."""
+        builder, width = self.builder, merkle.HASH_SIZE
         marks = sorted(n for n in self.wanted | stops if n > builder.size)
         start = 0
-        for mark in (*marks, builder.size + len(leaves)):
-            end = min(len(leaves), start + mark - builder.size)
+        for mark in (*marks, builder.size + len(packed) // width + 1):
+            end = min(len(packed), start + (mark - builder.size) * width)
             if end <= start and mark != builder.size:
                 break
-            builder.extend(leaves[start:end])
+            builder.extend_hashes(packed[start:end])
             start = end
             if builder.size in self.wanted:
                 self.roots[builder.size] = builder.root()
@@ -456,7 +457,7 @@ def verify(
         report = verify_ledger(store, run_id, on_progress=on_progress)
         with store.transaction() as conn:
             for page in store.event_hash_pages(conn):
-                watch.extend(_leaves(page))
+                watch.extend(bytes.fromhex(page))
         complete = True
     audit = AuditReport(ledger=report, origin=origin)
     audit.stored = _held_stored(parsed, origin, watch, complete)
@@ -561,16 +562,16 @@ def _leaves_since(
 
     at(0)
     for page in store.event_hash_pages(conn):
-        leaves = _leaves(page)
-        if watch.builder.size + len(leaves) > size:
-            new.extend(leaves[max(0, size - watch.builder.size) :])
-        watch.extend(leaves, {size}, at)
+        packed = bytes.fromhex(page)
+        new.extend(leaves_of(packed[max(0, size - watch.builder.size) * merkle.HASH_SIZE :]))
+        watch.extend(packed, {size}, at)
     return frontier, new
 
 
-def _leaves(page: Sequence[tuple[int, str]]) -> list[bytes]:
-    raw = bytes.fromhex("".join(digest for _, digest in page))
-    return [raw[i : i + 32] for i in range(0, len(raw), 32)]
+def leaves_of(packed: bytes) -> list[bytes]:
+    """Packed event hashes as a list of leaves (32 bytes each)."""
+    width = merkle.HASH_SIZE
+    return [packed[i : i + width] for i in range(0, len(packed), width)]
 
 
 def _stored_note(row: audit_store.StoredCheckpoint) -> notes.Checkpoint | None:

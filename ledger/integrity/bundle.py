@@ -41,7 +41,7 @@ from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import RUN_ID_RE, display
 from ledger.integrity import checkpoint as notes
 from ledger.integrity import merkle
-from ledger.integrity.audit import b64, origin_for, parse_pinned
+from ledger.integrity.audit import b64, leaves_of, origin_for, parse_pinned
 
 # The replay verifier's per-event checks, used as they are: a bundle's run is checked by the
 # very code that checks a run in a ledger.
@@ -124,15 +124,10 @@ def export_run(
             raise InputError(f"run {run_id!r} is not in the ledger")
         origin = origin_for(store.ledger_id(conn))
         stored = audit_store.list_checkpoints(conn)
-        leaves = []
-        rows = (row for page in store.event_hash_pages(conn) for row in page)
-        for index, (seq, digest) in enumerate(rows, start=1):
-            if seq != index:
-                raise CheckFailed(
-                    f"the ledger has no event at seq {index}: the log has a gap; run verify. "
-                    "Nothing was exported"
-                )
-            leaves.append(bytes.fromhex(digest))
+        packed = b"".join(bytes.fromhex(page) for page in store.event_hash_pages(conn))
+        leaves = leaves_of(packed)
+        if len(leaves) != store.last_seq(conn):  # seqs are unique, from 1: so a gap
+            raise CheckFailed("the ledger has a gap in seq: run verify. Nothing was exported")
         wanted = _named_blobs(stream)
         blobs = {d: store.get_blob(conn, d) for d in sorted(wanted)}
     proofs = merkle.ProofBuilder(leaves)

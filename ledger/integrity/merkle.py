@@ -75,22 +75,35 @@ class TreeBuilder:
         self._push(leaf_hash(leaf_data))
 
     def extend(self, leaves: Iterable[bytes]) -> None:
-        """Add many leaves, in order: each aligned block of `BLOCK` leaves is hashed level by
-        level and pushed as one perfect subtree (the same tree, far fewer Python steps)."""
-        sha = hashlib.sha256
-        hashes = [sha(b"\x00" + data).digest() for data in leaves]
-        at, count = 0, len(hashes)
-        while at < count:
-            if self._size % BLOCK or count - at < BLOCK:
-                self._push(hashes[at])
-                at += 1
+        """Add many leaves, in order."""
+        for data in leaves:
+            self.append(data)
+
+    def extend_hashes(self, packed: bytes) -> None:
+        """Add the leaves packed in `packed`, `HASH_SIZE` bytes each (event hashes), in
+        order: each aligned block of `BLOCK` leaves is hashed level by level (the leaves
+        and the first level in one step) and pushed as one perfect subtree (the same tree,
+        far fewer Python steps)."""
+        sha, width = hashlib.sha256, HASH_SIZE
+        at, end = 0, len(packed)
+        while at < end:
+            if self._size % BLOCK or end - at < BLOCK * width:
+                self.append(packed[at : at + width])
+                at += width
                 continue
-            level = hashes[at : at + BLOCK]
+            level = [
+                sha(
+                    b"\x01"
+                    + sha(b"\x00" + packed[i : i + width]).digest()
+                    + sha(b"\x00" + packed[i + width : i + 2 * width]).digest()
+                ).digest()
+                for i in range(at, at + BLOCK * width, 2 * width)
+            ]
             while len(level) > 1:
                 pairs = zip(level[::2], level[1::2], strict=True)
                 level = [sha(b"\x01" + a + b).digest() for a, b in pairs]
             self._push(level[0], BLOCK_HEIGHT)
-            at += BLOCK
+            at += BLOCK * width
 
     def frontier(self) -> tuple[bytes, ...]:
         """The roots of the perfect subtrees the leaves so far split into, largest first:
