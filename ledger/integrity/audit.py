@@ -128,6 +128,14 @@ def parse_pinned(text: str, flag: str = "--checkpoint") -> notes.Checkpoint:
 # --- the tree of event hashes ------------------------------------------------------------
 
 
+def stored_tree(store: Store, conn: Any) -> merkle.TreeBuilder:
+    """The Merkle tree of every stored event hash in seq order (what a checkpoint pins)."""
+    tree = merkle.TreeBuilder()
+    for page in store.event_hash_pages(conn):
+        tree.extend_hashes(bytes.fromhex(page))
+    return tree
+
+
 class TreeWatch:
     """Feeds verified events into a streaming Merkle tree and keeps the root at each size
     some checkpoint asks about."""
