@@ -47,7 +47,7 @@ from ledger.integrity.audit import b64, leaves_of, origin_for, parse_pinned
 # very code that checks a run in a ledger.
 from ledger.integrity.eventchecks import fail
 from ledger.integrity.hashing import canonical, parse_canonical, sha256_hex
-from ledger.integrity.verify import Failure, ReplayStop, RunReplay
+from ledger.integrity.verify import Failure, ReplayStop, Report, RunReplay
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
 
@@ -263,22 +263,17 @@ def _named_blobs(stream: Sequence[StoredEvent]) -> set[str]:
 
 
 @dataclass
-class BundleReport:
+class BundleReport(Report):
+    """The verifier's report (`failed` records the first failure) with the bundle's checks."""
+
+    checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
     run_id: str | None = None
     origin: str | None = None
     tree_size: int | None = None
     root: str | None = None
-    events_checked: int = 0
     blobs_checked: int = 0
-    checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
-    first_failure: Failure | None = None
-    warnings: list[str] = field(default_factory=list)
     pinned: dict[str, Any] | None = None
     heads: dict[int, str] = field(default_factory=dict)  # checkpoints the bundle proves
-
-    @property
-    def ok(self) -> bool:
-        return self.first_failure is None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -331,25 +326,15 @@ def check_lines(
     try:
         content = _check(iter(lines), report)
     except ReplayStop as bad:
-        _record_failure(report, bad.failure)
+        report.failed(bad.failure)
         return report, None
     if pinned is not None:
         report.checks["checkpoint"] = "ok"
         report.pinned = _hold_pinned(report, pinned, pinned_note or "", verifier_key)
         if report.pinned["status"] == "failed":
-            _record_failure(
-                report, Failure(None, None, None, "checkpoint", report.pinned["reason"])
-            )
+            report.failed(Failure(None, None, None, "checkpoint", report.pinned["reason"]))
             return report, None
     return report, content
-
-
-def _record_failure(report: BundleReport, failure: Failure) -> None:
-    report.first_failure = failure
-    report.checks[failure.check] = "failed"
-    if failure.check in CHECKS:
-        for name in CHECKS[CHECKS.index(failure.check) + 1 :]:
-            report.checks[name] = "not run"
 
 
 def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
