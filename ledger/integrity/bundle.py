@@ -23,7 +23,6 @@ byte anywhere makes the bundle fail.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -485,7 +484,7 @@ def _header(
                 f"line {number}: consistency sizes must increase within 0..{cp.size}",
             )
         last = old
-        old_root = _base64(entry["old_root"])
+        old_root = notes.strict_base64(entry["old_root"])
         if old_root is None or len(old_root) != 32:
             raise _bad("format", f"line {number}: consistency[{index}].old_root is not a root")
         heads.append((old, old_root, _hashes(number, entry["proof"], "a consistency proof")))
@@ -560,23 +559,12 @@ def _blob(number: int, value: dict[str, Any]) -> tuple[str, bytes]:
         raise _bad("format", f"line {number}: blob sha256 must be 64 lowercase hex digits")
     if not _int(size) or size < 0 or not isinstance(text, str):
         raise _bad("format", f"line {number}: blob size and content are malformed")
-    content = _base64(text)
+    content = notes.strict_base64(text)
     if content is None or len(content) != size:
         raise _bad("format", f"line {number}: blob content is not canonical base64 of its size")
     if sha256_hex(content) != digest:
         raise _bad("blobs", f"blob {digest} does not hash to its sha256 (line {number})")
     return digest, content
-
-
-def _base64(text: Any) -> bytes | None:
-    """Strict standard base64 (padded, canonical), or None."""
-    if not isinstance(text, str):
-        return None
-    try:
-        raw = base64.b64decode(text.encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error):
-        return None
-    return raw if base64.b64encode(raw).decode("ascii") == text else None
 
 
 def _hold_pinned(
