@@ -34,7 +34,7 @@ from typing import Any
 import rfc8785
 
 from ledger import files
-from ledger.core.events import ProfileRecorded, RoundSubmitted, RunPlanned
+from ledger.core.events import ProfileRecorded
 from ledger.core.projections import RunView
 from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import RUN_ID_RE, display
@@ -45,6 +45,7 @@ from ledger.integrity.audit import b64, leaves_of, origin_for, parse_pinned
 # The replay verifier's per-event checks, used as they are: a bundle's run is checked by the
 # very code that checks a run in a ledger.
 from ledger.integrity.eventchecks import fail
+from ledger.integrity.gate import run_kernels
 from ledger.integrity.hashing import canonical, parse_canonical, sha256_hex
 from ledger.integrity.verify import Failure, ReplayStop, Report, RunReplay
 from ledger.store import audit_store
@@ -233,18 +234,8 @@ def export_run(
     )
 
 
-def _kernels(stream: Iterable[StoredEvent]) -> set[str]:
-    out = set()
-    for e in stream:
-        if e.event_type == "RunPlanned":
-            planned = e.event()
-            assert isinstance(planned, RunPlanned)
-            out.add(planned.kernel.sha256)
-        elif e.event_type == "RoundSubmitted":
-            submitted = e.event()
-            assert isinstance(submitted, RoundSubmitted)
-            out.add(submitted.candidate.sha256)
-    return out
+def _kernels(stream: Sequence[StoredEvent]) -> set[str]:
+    return {sha for _, sha, _ in run_kernels(stream)}
 
 
 def _named_blobs(stream: Sequence[StoredEvent]) -> set[str]:
