@@ -136,6 +136,7 @@ class Case:
     untried_first_off: list[str]  # suggest without ranking the run's own failed tries last
     query: list[str]
     prior: list[str]
+    op_in_history: bool  # another run of the same op is in the history
 
 
 def _prior(history: Sequence[RunView]) -> list[str]:
@@ -238,9 +239,12 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
                         else []
                     ),
                     prior=prior,
+                    op_in_history=any(v.run.op_name == view.run.op_name for v in history),
                 )
             )
     named = [c for c in cases if c.kept != mechanisms.OTHER]
+    same_op = [c for c in cases if c.op_in_history]
+    new_op = [c for c in cases if not c.op_in_history]
 
     def rate(pick, among) -> float | None:
         return sum(c.kept in pick(c) for c in among) / len(among) if among else None
@@ -267,6 +271,7 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
         "rounds": sum(len(v.rounds) for v in views),
         "keep_rounds": len(cases),
         "keep_rounds_named": len(named),
+        "keep_rounds_op_in_history": len(same_op),
         "top3": {
             "suggest": rate(lambda c: c.suggest, cases),
             "suggest_untried_first_off": rate(lambda c: c.untried_first_off, cases),
@@ -278,6 +283,14 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
             "suggest_untried_first_off": rate(lambda c: c.untried_first_off, named),
             "knowledge_query": rate(lambda c: c.query, named) if query_ok else None,
             "prior_keep_count": rate(lambda c: c.prior, named),
+        },
+        "top3_by_history": {
+            part: {
+                "suggest": rate(lambda c: c.suggest, among),
+                "knowledge_query": rate(lambda c: c.query, among) if query_ok else None,
+                "prior_keep_count": rate(lambda c: c.prior, among),
+            }
+            for part, among in (("op_in_history", same_op), ("op_not_in_history", new_op))
         },
         "failure_signatures": {
             "expected": expected,
@@ -309,6 +322,7 @@ def _p(value: float | None) -> str:
 
 def report(figures: dict, source: str) -> str:
     t, n, f = figures["top3"], figures["top3_named_only"], figures["failure_signatures"]
+    b = figures["top3_by_history"]
     lines = [
         f"Corpus: {source}: {figures['runs']} runs, {figures['rounds']} rounds, "
         f"{figures['keep_rounds']} KEEP rounds ({figures['keep_rounds_named']} with a "
@@ -322,6 +336,19 @@ def report(figures: dict, source: str) -> str:
         f"| KEEP rounds with an entry | {_p(n['suggest'])} | "
         f"{_p(n['suggest_untried_first_off'])} | {_p(n['knowledge_query'])} | "
         f"{_p(n['prior_keep_count'])} |",
+        *(
+            f"| KEEP rounds whose op {label} ({count}) | {_p(b[part]['suggest'])} | | "
+            f"{_p(b[part]['knowledge_query'])} | {_p(b[part]['prior_keep_count'])} |"
+            for part, label, count in (
+                ("op_in_history", "has another run", figures["keep_rounds_op_in_history"]),
+                (
+                    "op_not_in_history",
+                    "has no other run",
+                    figures["keep_rounds"] - figures["keep_rounds_op_in_history"],
+                ),
+            )
+            if count
+        ),
         "",
         f"Failure signatures: {f['listed']} of {f['expected']} mechanisms that failed in two "
         f"or more similar runs are listed ({_p(f['recall'])}).",

@@ -21,9 +21,7 @@ def synopsis(command: Command) -> str:
     """How the command is written: `record --run ID --result FILE [--json]`."""
     words = [command.name]
     for name, option in command.options.items():
-        word = (option.metavar or name.upper()) if option.positional else flag_of(name, option)
-        if option.kind is not bool and not option.positional:
-            word += f" {option.metavar or name.upper()}"
+        word = _written(name, option)
         if option.many and option.count:
             word = " ".join([word] * option.count)
         elif option.many and not option.positional:
@@ -32,6 +30,14 @@ def synopsis(command: Command) -> str:
     if command.takes_json:
         words.append("[--json]")
     return " ".join(words)
+
+
+def _written(name: str, option: Option) -> str:
+    """How one option is written: `--run ID`, `--dry-run`, `PATH`."""
+    value = option.metavar or name.upper()
+    if option.positional:
+        return value
+    return flag_of(name, option) + ("" if option.kind is bool else f" {value}")
 
 
 def _default(option: Option) -> str:
@@ -62,9 +68,7 @@ def options_table(command: Command, *, arguments: bool) -> list[str]:
     head = ["option", *(["MCP argument"] if arguments else []), "meaning", "default"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, option in command.options.items():
-        shown = (option.metavar or name.upper()) if option.positional else flag_of(name, option)
-        if option.kind is not bool and not option.positional:
-            shown += f" {option.metavar}"
+        shown = _written(name, option)
         meaning = option.help
         rules = _rules(option)
         if rules:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from campaign import kernel_ledger
+
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
@@ -22,10 +24,7 @@ DRIVER = REPO / "examples" / "kernel-corpus" / "run_corpus.py"
 
 
 def kl(*args: str, db: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "cli", *args, "--db", db, "--json"],
-                          capture_output=True, text=True, cwd=REPO)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return kernel_ledger(*args, db=db, cwd=REPO)
 
 
 def test_driver_captures_two_ops_into_a_ledger(tmp_path: Path) -> None:
@@ -68,3 +67,65 @@ def test_driver_captures_two_ops_into_a_ledger(tmp_path: Path) -> None:
         "fp16-8192x4096", "bf16-4096x11008", "fp16-16x4096", "bf16-16384x1024"}  # fmt: skip
     raw = list((out / "raw" / "swiglu").rglob("*.json"))
     assert raw and all(json.loads(p.read_text())["unit"] == "us" for p in raw)
+
+
+def test_second_campaign_runs_other_cases_in_reverse_order_in_process(tmp_path: Path) -> None:
+    out = tmp_path / "corpus"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), "--out", str(out), "--ops", "transpose", "--campaign", "2",
+         "--tiny", "--repeats", "3", "--no-ncu", "--ledger-cmd", "in-process"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["campaign_number"] == 2 and summary["verify"]["rc"] == 0
+    info = summary["ops"]["transpose"]
+    assert info["run_id"] == "corpus-transpose-002"
+    assert [r["variant"] for r in info["rounds"]] == [
+        "tr4_evict_first", "tr3_grouped_order", "tr2_warps8", "tr1_tile64"]  # fmt: skip
+    db = f"sqlite:///{out / 'ledger.sqlite3'}"
+    cases = kl("status", "--run", "corpus-transpose-002", db=db)
+    shown = json.dumps(cases)
+    for case_id in ("bf16-4096x4096", "fp16-2048x8192", "fp32-8192x1024", "bf16-3000x1000"):
+        assert case_id in shown
+    rounds = kl("history", "--run", "corpus-transpose-002", db=db)["rounds"]
+    assert [r["mechanism"] for r in rounds] == [
+        "eviction hint", "tile order / swizzled grid", "num_warps", "tile shape"]  # fmt: skip
+    # the in-process calls are logged as the command line would be called
+    assert (out / "ledger-commands.log").read_text().count("$ kernel-ledger record") == 4
+
+
+def test_a_campaign_follows_the_suggestions_in_their_order(tmp_path: Path) -> None:
+    out = tmp_path / "follow"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "kernel-corpus" / "follow_suggestions.py"),
+         "--out", str(out), "--tiny", "--repeats", "3", "--no-ncu", "--rounds", "3"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = json.loads((out / "follow-log.json").read_text())
+    assert log["run_id"] == "outside-softmax-001" and log["verify"]["rc"] == 0
+    assert len(log["history_runs"]) >= 8 and "outside-softmax-001" not in log["history_runs"]
+    assert [r["round"] for r in log["rounds"]] == [1, 2, 3]
+    sys.path.insert(0, str(REPO / "examples" / "kernel-corpus"))
+    from outside import softmax
+
+    db = f"sqlite:///{out / 'ledger.sqlite3'}"
+    recorded = kl("history", "--run", "outside-softmax-001", db=db)["rounds"]
+    used: set[str] = set()
+    for row, done in zip(log["rounds"], recorded, strict=True):
+        # the entry followed is the first suggested one with a variant not yet tried
+        first = next(
+            s["entry"]
+            for s in row["suggested"]
+            if s["entry"] in softmax.MENU and softmax.MENU[s["entry"]]["name"] not in used
+        )
+        assert row["followed"] == first
+        assert row["suggested"][row["rank"] - 1]["entry"] == first
+        assert all(e not in softmax.MENU for e in row["passed_over"])
+        used.add(row["variant"])
+        assert done["mechanism"] == softmax.MENU[first]["mechanism"]
+        assert done["decision"] == row["decision"]
+    assert "| 1 |" in (out / "follow-log.md").read_text()

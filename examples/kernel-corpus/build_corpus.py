@@ -1,4 +1,5 @@
-"""Unpack a captured corpus (the tarball run_corpus.py's device command writes) into corpus/.
+"""Unpack a capture (the tarball of run_corpus.py's or follow_suggestions.py's device
+command) into corpus/ or another folder.
 
     python3 examples/kernel-corpus/build_corpus.py TGZ [--dest examples/kernel-corpus/corpus]
 
@@ -23,7 +24,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 KEEP_DIRS = ("bundles", "inputs", "validation", "kernels", "raw", "ncu", "analysis")
-KEEP_FILES = ("summary.json", "environment.json", "ledger-commands.log", "corpus.log")
+KEEP_FILES = (
+    "summary.json",
+    "environment.json",
+    "ledger-commands.log",
+    "corpus.log",
+    "follow-log.json",
+    "follow-log.md",
+    "follow.log",
+)
+ROOTS = ("summary.json", "follow-log.json")  # a capture's, or follow_suggestions.py's
 MAX_FILE = 1 << 20
 
 
@@ -37,10 +47,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(tgz) as tar:
             tar.extractall(tmp, filter="data")
-        roots = [p.parent for p in Path(tmp).rglob("summary.json")]
+        roots = [p.parent for name in ROOTS for p in Path(tmp).rglob(name)]
         if len(roots) != 1:
             print(
-                f"Error: {tgz} holds {len(roots)} summary.json files, expected 1", file=sys.stderr
+                f"Error: {tgz} holds {len(roots)} of {' or '.join(ROOTS)}, expected 1",
+                file=sys.stderr,
             )
             return 2
         root = roots[0]
@@ -60,11 +71,16 @@ def main(argv=None) -> int:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
             kept.append(str(rel))
-    summary = json.loads((dest / "summary.json").read_text())
+    marker = next(dest / name for name in ROOTS if (dest / name).is_file())
+    summary = json.loads(marker.read_text())
     provenance = {
         "source_tarball": tgz.name,
         "source_sha256": digest,
-        "captured_by": "examples/kernel-corpus/run_corpus.py on the device machine (README.md)",
+        "captured_by": (
+            "examples/kernel-corpus/"
+            + ("run_corpus.py" if marker.name == "summary.json" else "follow_suggestions.py")
+            + " on the device machine (README.md)"
+        ),
         "wall_s": summary.get("wall_s"),
         "files_kept": len(kept),
         "left_out": dropped,

@@ -1,7 +1,8 @@
 """Capture a corpus of Triton optimization campaigns into a kernel-ledger ledger.
 
     python3 run_corpus.py --out DIR [--budget-s 480] [--ops a,b] [--repeats 40]
-                          [--tiny] [--no-ncu] [--ledger-cmd "python3 -m cli"]
+                          [--campaign 1|2] [--tiny] [--no-ncu]
+                          [--ledger-cmd "python3 -m cli" | --ledger-cmd in-process]
 
 For each op in ops/ (in order, while the wall-clock budget lasts): check the baseline against
 a float64 torch reference on every case, time it, `plan` a run through the real command
@@ -13,11 +14,18 @@ them into the ledger, `analyze` concludes each run and `export` writes one bundl
 Everything lands under DIR (ledger.sqlite3, kernels, validation, raw samples, rounds, ncu,
 environment.json, summary.json). `--tiny` runs tiny shapes (Triton's interpreter on a CPU:
 TRITON_INTERPRET=1); its output is no evidence of speed.
+
+`--campaign 2` is a second campaign per op, as another engineer would run it on other
+shapes: each op's `CASES_2` (other shapes and dtypes), the same variants in reverse order,
+runs `corpus-OP-002`. `--ledger-cmd in-process` calls the same command line (cli.app.main)
+in this process instead of starting one per call (the same arguments, output and exit
+codes; a second or two less per call).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import importlib
@@ -37,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "ledger" / "harness"))
+sys.path.append(str(REPO))  # cli, for --ledger-cmd in-process
 
 # matmul and attention first: when the budget runs short, the ops left are the simple ones
 OPS = [
@@ -62,6 +71,17 @@ OBJECTIVE = {
 NCU_SECTIONS = ["SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis"]
 CAMPAIGN = "kernel-corpus-h200"
 T0 = time.time()
+SECOND = {"number": 1}  # which campaign this process captures (--campaign)
+
+
+def cases_of(op) -> list[dict]:
+    """The op's cases in this campaign: CASES, or CASES_2 for the second."""
+    return op.CASES_2 if SECOND["number"] == 2 else op.CASES
+
+
+def variants_of(op) -> list[dict]:
+    """The op's variants in the order this campaign tries them (the second: reversed)."""
+    return list(reversed(op.VARIANTS)) if SECOND["number"] == 2 else list(op.VARIANTS)
 
 
 def now() -> str:
@@ -100,14 +120,40 @@ class Ledger:
 
     def __call__(self, *args: str) -> tuple[int, dict | None, str]:
         cmd = [*self.base, *args, "--db", self.db, "--json"]
-        code, out, err = sh(cmd, cwd=self.cwd)
+        return self.answer(shlex.join(cmd), *sh(cmd, cwd=self.cwd))
+
+    def answer(self, shown: str, code: int, out: str, err: str) -> tuple[int, dict | None, str]:
+        """The call logged; its exit code, its JSON answer (None if none) and its stderr."""
         with self.logfile.open("a") as fh:
-            fh.write(f"$ {shlex.join(cmd)}\nrc={code}\n{out}{err}\n")
+            fh.write(f"$ {shown}\nrc={code}\n{out}{err}\n")
         try:
             doc = json.loads(out) if out.strip() else None
         except json.JSONDecodeError:
             doc = None
         return code, doc, err.strip()
+
+
+class InProcessLedger(Ledger):
+    """The same command line, called in this process (cli.app.main) from `cwd`."""
+
+    def __call__(self, *args: str) -> tuple[int, dict | None, str]:
+        from cli.app import main as cli_main
+
+        argv = [*args, "--db", self.db, "--json"]
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with (
+            contextlib.chdir(self.cwd),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            try:
+                cli_main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return self.answer(
+            f"kernel-ledger {shlex.join(argv)}", code, out.getvalue(), err.getvalue()
+        )
 
 
 def environment(device: str) -> dict:
@@ -218,7 +264,7 @@ def validate(
     ksha = sha256_file(kpath)
     vdir = out / "validation" / op.NAME / name
     created = now()
-    cases = [check(op, params, c, tiny, device) for c in op.CASES]
+    cases = [check(op, params, c, tiny, device) for c in cases_of(op)]
     passed = all(c["passed"] for c in cases)
     matrix = write_json(
         vdir / "case-matrix.json",
@@ -287,7 +333,7 @@ def measure(
     from measure import Harness
 
     harness = Harness(timer="cuda" if device == "cuda" else "wall")
-    for case in op.CASES:
+    for case in cases_of(op):
         dtype = getattr(torch, DTYPES[case["dtype"]])
         key = (op.NAME, case["id"], "timing")
         if key not in INPUTS:  # one input set per case, shared by both sides of every round
@@ -306,8 +352,9 @@ def rel(path: Path, base: Path) -> str:
     return os.path.relpath(path, base)
 
 
-def run_op(op, out: Path, ledger: Ledger, env: dict, args, device: str) -> dict:
-    run_id = f"corpus-{op.NAME.replace('_', '-')}-001"
+def start_run(op, run_id: str, out: Path, ledger: Ledger, env: dict, args, device: str):
+    """Check and time the baseline, write the run's config and `plan` it. The summary, and
+    the baseline's parameters when the run was planned (else None)."""
     sms = env.get("sm_count") or 4
     summary = {"run_id": run_id, "family": op.FAMILY, "rounds": [], "kernels": []}
     base = {**op.BASELINE["params"], "sms": sms}
@@ -317,7 +364,7 @@ def run_op(op, out: Path, ledger: Ledger, env: dict, args, device: str) -> dict:
     )
     if not passed:
         summary["skipped"] = f"baseline fails correctness on {failed}"
-        return summary
+        return summary, None
     kpath = kernel_file(out, op, op.BASELINE["name"])
     frag = measure(
         op,
@@ -347,12 +394,13 @@ def run_op(op, out: Path, ledger: Ledger, env: dict, args, device: str) -> dict:
         "op_family": op.FAMILY,
         "cases": [
             {"id": c["id"], "weight": 1.0, "dtype": c["dtype"], "shape": shape_of(c, args.tiny)}
-            for c in op.CASES
+            for c in cases_of(op)
         ],
         "baseline": [{**m, "source": rel(Path(m["source"]), out)} for m in frag["measurements"]],
         "objective": OBJECTIVE,
-        "max_rounds": len(op.VARIANTS) + 1,
-        "max_consecutive_failures": len(op.VARIANTS) + 1,
+        "max_rounds": getattr(args, "max_rounds", None) or len(op.VARIANTS) + 1,
+        "max_consecutive_failures": getattr(args, "max_rounds", None) or len(op.VARIANTS) + 1,
+        "campaign": SECOND["number"],
         "measurement_policy": {
             "harness": "ledger/harness/measure.py",
             "timer": frag["session"].get("timer"),
@@ -363,82 +411,110 @@ def run_op(op, out: Path, ledger: Ledger, env: dict, args, device: str) -> dict:
         "environment": {k: v for k, v in env.items() if k != "nvidia_smi_full"},
     }
     cfg_path = write_json(out / "inputs" / op.NAME / "config.json", config)
-    code, doc, err = ledger("plan", "--config", rel(cfg_path, out))
+    code, _, err = ledger("plan", "--config", rel(cfg_path, out))
     summary["plan"] = {"rc": code, "error": err or None}
     if code != 0:
+        return summary, None
+    summary["kernels"].append(op.BASELINE["name"])
+    return summary, base
+
+
+def try_variant(
+    op,
+    var: dict,
+    number: int,
+    best_name: str,
+    best: dict,
+    run_id: str,
+    out: Path,
+    ledger,
+    env,
+    args,
+    device: str,
+) -> dict:
+    """One round: the variant's parameters on top of the current best, checked, timed
+    interleaved with the best (when it passed) and `record`ed. The summary's row of it."""
+    cand = {**best, **var["params"]}
+    CURRENT_PARAMS[(op.NAME, var["name"])] = cand
+    cpath = kernel_file(out, op, var["name"])
+    manifest, passed, failed = validate(op, var["name"], cand, out, run_id, env, args.tiny, device)
+    result = {
+        "schema_version": 1,
+        "round": number,
+        "parent_kernel_sha256": sha256_file(kernel_file(out, op, best_name)),
+        "candidate": {"path": rel(cpath, out)},
+        "hypothesis": var["hypothesis"],
+        "change": var["change"],
+        "mechanism": var["mechanism"],
+        "verification": {"manifest": rel(manifest, out)},
+        "derived_from": best_name,
+    }
+    if "expected_signal" in var:
+        result["expected_signal"] = var["expected_signal"]
+    if passed:
+        frag = measure(
+            op,
+            cand,
+            best,
+            args.tiny,
+            device,
+            args.repeats,
+            out / "raw" / op.NAME / var["name"],
+            result["parent_kernel_sha256"],
+        )
+        result["session"] = frag["session"]
+        result["measurements"] = [
+            {**m, "source": rel(Path(m["source"]), out)} for m in frag["measurements"]
+        ]
+        result["reference"] = {
+            **frag["reference"],
+            "measurements": [
+                {**m, "source": rel(Path(m["source"]), out)}
+                for m in frag["reference"]["measurements"]
+            ],
+        }
+    rpath = write_json(out / "inputs" / op.NAME / "rounds" / f"round-{number}.json", result)
+    code, doc, err = ledger("record", "--run", run_id, "--result", rel(rpath, out))
+    decision = (doc or {}).get("decision") if isinstance(doc, dict) else None
+    if isinstance(decision, dict):
+        decision = decision.get("decision") or decision.get("value")
+    improvement = (doc or {}).get("relative_improvement") if isinstance(doc, dict) else None
+    row = {
+        "round": number,
+        "variant": var["name"],
+        "mechanism": var["mechanism"],
+        "rc": code,
+        "decision": decision,
+        "failed_cases": failed,
+        "error": err or None,
+    }
+    if improvement is not None:
+        row["relative_improvement"] = improvement
+    log(f"{op.NAME} round {number} {var['name']}: {decision} rc={code} {err[:200]}")
+    return row
+
+
+def run_op(op, out: Path, ledger: Ledger, env: dict, args, device: str) -> dict:
+    run_id = f"corpus-{op.NAME.replace('_', '-')}-{SECOND['number']:03d}"
+    summary, base = start_run(op, run_id, out, ledger, env, args, device)
+    if base is None:
         return summary
     best_name, best = op.BASELINE["name"], base
-    summary["kernels"].append(best_name)
     number = 0
-    for var in op.VARIANTS:
+    for var in variants_of(op):
         number += 1
         if time.time() - T0 > args.budget_s * 0.85:
             summary["rounds"].append({"variant": var["name"], "skipped": "budget"})
             number -= 1
             continue
-        cand = {**best, **var["params"]}
-        CURRENT_PARAMS[(op.NAME, var["name"])] = cand
-        cpath = kernel_file(out, op, var["name"])
-        manifest, passed, failed = validate(
-            op, var["name"], cand, out, run_id, env, args.tiny, device
-        )
-        result = {
-            "schema_version": 1,
-            "round": number,
-            "parent_kernel_sha256": sha256_file(kernel_file(out, op, best_name)),
-            "candidate": {"path": rel(cpath, out)},
-            "hypothesis": var["hypothesis"],
-            "change": var["change"],
-            "mechanism": var["mechanism"],
-            "verification": {"manifest": rel(manifest, out)},
-            "derived_from": best_name,
-        }
-        if "expected_signal" in var:
-            result["expected_signal"] = var["expected_signal"]
-        if passed:
-            frag = measure(
-                op,
-                cand,
-                best,
-                args.tiny,
-                device,
-                args.repeats,
-                out / "raw" / op.NAME / var["name"],
-                result["parent_kernel_sha256"],
-            )
-            result["session"] = frag["session"]
-            result["measurements"] = [
-                {**m, "source": rel(Path(m["source"]), out)} for m in frag["measurements"]
-            ]
-            result["reference"] = {
-                **frag["reference"],
-                "measurements": [
-                    {**m, "source": rel(Path(m["source"]), out)}
-                    for m in frag["reference"]["measurements"]
-                ],
-            }
-        rpath = write_json(out / "inputs" / op.NAME / "rounds" / f"round-{number}.json", result)
-        code, doc, err = ledger("record", "--run", run_id, "--result", rel(rpath, out))
-        decision = (doc or {}).get("decision") if isinstance(doc, dict) else None
-        if isinstance(decision, dict):
-            decision = decision.get("decision") or decision.get("value")
-        row = {
-            "round": number,
-            "variant": var["name"],
-            "mechanism": var["mechanism"],
-            "rc": code,
-            "decision": decision,
-            "failed_cases": failed,
-            "error": err or None,
-        }
+        row = try_variant(op, var, number, best_name, best, run_id, out, ledger, env, args, device)
         summary["rounds"].append(row)
-        if code != 0:  # rejected: nothing written, the ledger's next round is still this one
+        if row["rc"] != 0:  # rejected: nothing written, the ledger's next round is still this one
             number -= 1
             continue
         summary["kernels"].append(var["name"])
-        log(f"{op.NAME} round {number} {var['name']}: {decision} rc={code} {err[:200]}")
-        if decision == "KEEP":
-            best_name, best = var["name"], cand
+        if row["decision"] == "KEEP":
+            best_name, best = var["name"], CURRENT_PARAMS[(op.NAME, var["name"])]
     summary["best"] = best_name
     return summary
 
@@ -446,14 +522,15 @@ def run_op(op, out: Path, ledger: Ledger, env: dict, args, device: str) -> dict:
 # --- ncu ----------------------------------------------------------------------------------
 
 
-def ncu_target(op_name: str, kernels: list[str], params_file: Path, out: Path) -> None:
-    """Under ncu: every kernel once per case, each launch alone in a profiler range."""
+def ncu_target(module: str, kernels: list[str], params_file: Path) -> None:
+    """Under ncu: every kernel once per case, each launch alone in a profiler range; the
+    launches are listed next to the params file."""
     import torch
 
-    op = importlib.import_module(f"ops.{op_name}")
+    op = importlib.import_module(module)
     params = json.loads(params_file.read_text())
     launches, skipped = [], []
-    for case in op.CASES:
+    for case in cases_of(op):
         dtype = getattr(torch, DTYPES[case["dtype"]])
         x = op.make_inputs(case["shape"], dtype, 1000, "cuda")
         for name in kernels:
@@ -468,14 +545,14 @@ def ncu_target(op_name: str, kernels: list[str], params_file: Path, out: Path) -
             torch.cuda.synchronize()
             torch.cuda.cudart().cudaProfilerStop()
             launches.append({"index": len(launches), "kernel": name, "case_id": case["id"]})
-    write_json(out / "ncu" / op_name / "launches.json", launches)
-    write_json(out / "ncu" / op_name / "not-profiled.json", skipped)
+    write_json(params_file.parent / "launches.json", launches)
+    write_json(params_file.parent / "not-profiled.json", skipped)
 
 
-def run_ncu(op, summary: dict, out: Path, timeout: float) -> dict:
-    pdir = out / "ncu" / op.NAME
+def run_ncu(op, kernels: list[str], pdir: Path, timeout: float) -> dict:
+    """One ncu process over `kernels` of `op` on every case, its CSV and log in `pdir`."""
     pdir.mkdir(parents=True, exist_ok=True)
-    params = {k: CURRENT_PARAMS[(op.NAME, k)] for k in summary["kernels"]}
+    params = {k: CURRENT_PARAMS[(op.NAME, k)] for k in kernels}
     pfile = write_json(pdir / "params.json", params)
     sections = [a for s in NCU_SECTIONS for a in ("--section", s)]
     cmd = [
@@ -493,13 +570,15 @@ def run_ncu(op, summary: dict, out: Path, timeout: float) -> dict:
         sys.executable,
         str(Path(__file__).resolve()),
         "--ncu-target",
-        op.NAME,
+        op.__name__,
         "--kernels",
-        ",".join(summary["kernels"]),
+        ",".join(kernels),
         "--params",
         str(pfile),
+        "--campaign",
+        str(SECOND["number"]),
         "--out",
-        str(out),
+        str(pdir),
     ]
     t0 = time.time()
     code, stdout, stderr = sh(cmd, timeout=timeout)
@@ -508,9 +587,8 @@ def run_ncu(op, summary: dict, out: Path, timeout: float) -> dict:
     return {"rc": code, "seconds": round(time.time() - t0, 1)}
 
 
-def split_ncu(op_name: str, out: Path) -> dict[tuple[str, str], Path]:
-    """One CSV per (kernel, case) from the op's ncu.csv, matched to the recorded launches."""
-    pdir = out / "ncu" / op_name
+def split_ncu(pdir: Path) -> dict[tuple[str, str], Path]:
+    """One CSV per (kernel, case) from the ncu.csv in `pdir`, matched to its launches."""
     text = (pdir / "ncu.csv").read_text() if (pdir / "ncu.csv").exists() else ""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]  # drop ==PROF== lines
     if not lines or not (pdir / "launches.json").exists():
@@ -542,8 +620,9 @@ def profile_op(op, info: dict, out: Path, ledger: Ledger, args) -> None:
     if left < 15:
         info["ncu"] = {"skipped": f"budget: {left + 15:.0f}s left"}
         return
-    info["ncu"] = run_ncu(op, info, out, timeout=min(left, 90))
-    files = split_ncu(op.NAME, out)
+    pdir = out / "ncu" / op.NAME
+    info["ncu"] = run_ncu(op, info["kernels"], pdir, timeout=min(left, 90))
+    files = split_ncu(pdir)
     info["ncu"]["profiles"] = len(files)
     round_of = {r["variant"]: r["round"] for r in info["rounds"] if r.get("rc") == 0}
     ingested = []
@@ -569,6 +648,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=480.0)
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--campaign", type=int, choices=(1, 2), default=1)
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (interpreter)")
     parser.add_argument("--no-ncu", action="store_true")
     parser.add_argument("--ledger-cmd", default=f"{sys.executable} -m cli")
@@ -577,8 +657,9 @@ def main(argv=None) -> int:
     parser.add_argument("--params", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
+    SECOND["number"] = args.campaign
     if args.ncu_target:
-        ncu_target(args.ncu_target, args.kernels.split(","), Path(args.params), out)
+        ncu_target(args.ncu_target, args.kernels.split(","), Path(args.params))
         return 0
     import torch
 
@@ -588,14 +669,21 @@ def main(argv=None) -> int:
     )
     env = environment(device)
     env["started_at"] = now()
-    ledger = Ledger(
+    kind = InProcessLedger if args.ledger_cmd == "in-process" else Ledger
+    ledger = kind(
         shlex.split(args.ledger_cmd),
         f"sqlite:///{out / 'ledger.sqlite3'}",
         out / "ledger-commands.log",
         out,
     )
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    summary = {"campaign": CAMPAIGN, "budget_s": args.budget_s, "ops": {}, "skipped_ops": []}
+    summary = {
+        "campaign": CAMPAIGN,
+        "campaign_number": args.campaign,
+        "budget_s": args.budget_s,
+        "ops": {},
+        "skipped_ops": [],
+    }
     ncu_ok = not args.no_ncu and device == "cuda" and shutil.which("ncu") is not None
     reason = "--no-ncu" if args.no_ncu else "no GPU" if device != "cuda" else "ncu not on PATH"
     summary["ncu"] = {"used": ncu_ok, "reason": None if ncu_ok else reason}

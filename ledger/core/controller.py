@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.core import decide
@@ -295,7 +295,9 @@ def decide_round(
             decision = decide.Decision.NOISE
     across = sides == "different-sessions"
     if across and contract_keep and decision is not decide.Decision.KEEP:
-        flags.append(stats_flag_remeasure())
+        from ledger.core import stats
+
+        flags.append(stats.FLAG_REMEASURE)
     if decision is decide.Decision.KEEP:
         assert candidate_medians is not None
         best_after = BestKernel(
@@ -307,6 +309,21 @@ def decide_round(
     else:
         best_after = best_before
     failures = rules.failures(run.consecutive_failures, decision)
+    factors = (
+        chain(
+            evidence.chain_factors,
+            kept=decision is decide.Decision.KEEP,
+            best=best,
+            reference=compared if reference is not None else None,
+        )
+        if rules.chains
+        else None
+    )
+    chained = (
+        None
+        if factors is None
+        else [f * m for f, m in zip(factors, best_after.medians_us, strict=True)]
+    )
     progress = rules.progress(
         weights=weights,
         original_baseline=baseline,
@@ -315,7 +332,20 @@ def decide_round(
         consecutive_failures=failures,
         objective=objective,
         limits=limits,
+        chained=chained,
     )
+    beside: dict[str, Any] = {}
+    if factors is not None:
+        best_round = round_no if decision is decide.Decision.KEEP else run.best_round
+        beside = {
+            "chain_factors": factors,
+            "baseline_improvement": decide.weighted_improvement(
+                weights, baseline, best_after.medians_us
+            ),
+            "baseline_across_sessions": _different_sessions(
+                evidence.baseline_session, evidence.session(best_round)
+            ),
+        }
     start_signals = evidence.signals(run.best_kernel_sha256)
     start_profile = None
     if start_signals is not None:
@@ -339,10 +369,12 @@ def decide_round(
     retried = decide.retried_rounds(mechanism, run.needs_diagnosis, evidence.failed_mechanisms)
     if retried:
         flags.append("retried-mechanism")
-    if candidate_medians is not None and samples_not_found(evidence.measured.get(round_no)):
-        flags.append(SAMPLES_NOT_FOUND)
-    if candidate_medians is not None and sources_not_samples(evidence.measured.get(round_no)):
-        flags.append(SOURCE_NOT_SAMPLES)
+    if candidate_medians is not None:
+        measured = evidence.measured.get(round_no)
+        if flagged_cases(measured, SAMPLES_NOT_FOUND):
+            flags.append(SAMPLES_NOT_FOUND)
+        if flagged_cases(measured, SOURCE_NOT_SAMPLES):
+            flags.append(SOURCE_NOT_SAMPLES)
     return RoundDecided(
         contract=rules.version,
         round=round_no,
@@ -350,16 +382,8 @@ def decide_round(
         evidence=kind,
         case_ids=[c.case_id for c in view.cases],
         weights=weights,
-        objective=ObjectiveFields(
-            target_relative_improvement=objective.target_relative_improvement,
-            min_relative_improvement=objective.min_relative_improvement,
-            noise_floor=objective.noise_floor,
-            max_case_regression=objective.max_case_regression,
-        ),
-        limits=LimitFields(
-            max_rounds=limits.max_rounds,
-            max_consecutive_failures=limits.max_consecutive_failures,
-        ),
+        objective=ObjectiveFields(**asdict(objective)),
+        limits=LimitFields(**asdict(limits)),
         best_before=best_before,
         candidate_sha256=candidate.sha256,
         candidate_medians_us=candidate_medians,
@@ -378,7 +402,26 @@ def decide_round(
         retried_rounds=retried,
         flags=flags,
         mechanism_entry=mechanism_entry(mechanism, submitted.change, vocabulary),
+        **beside,
     )
+
+
+def chain(
+    previous: Sequence[float] | None,
+    *,
+    kept: bool,
+    best: Sequence[float],
+    reference: Sequence[float] | None,
+) -> list[float] | None:
+    """The chain factors after a round (contract 2): per case, what carries the best
+    kernel's stored medians to the original baseline's session. A KEEP on a same-session
+    reference multiplies each case's factor by best / reference (the new best's medians come
+    from the reference's session, where the old best measured `reference`); any other round
+    keeps the factors. None (all 1) until a kept round had a reference."""
+    if not (kept and reference is not None):
+        return None if previous is None else list(previous)
+    base = [1.0] * len(best) if previous is None else previous
+    return [f * b / r for f, b, r in zip(base, best, reference, strict=True)]
 
 
 def mechanism_entry(
@@ -471,30 +514,22 @@ def _different_sessions(first: dict | None, second: dict | None) -> bool:
     return different_sessions(first, second)
 
 
-def stats_flag_remeasure() -> str:
-    from ledger.core.stats import FLAG_REMEASURE
-
-    return FLAG_REMEASURE
-
-
 SAMPLES_NOT_FOUND = "samples-file-not-found"
 """The flag of a round whose measurements named a raw-samples file that did not exist."""
 SOURCE_NOT_SAMPLES = "source-not-samples"
 """The flag of a round whose measurements named a `source` file that holds no samples."""
+SOURCE_FLAGS = {SAMPLES_NOT_FOUND: "source_not_found", SOURCE_NOT_SAMPLES: "source_not_samples"}
+"""Each of those flags, and the measurement field that marks a case with it."""
 
 
-def samples_not_found(measured: MeasurementsRecorded | None) -> list[str]:
-    """The cases whose measurement named a samples file (`source`) that was not there."""
+def flagged_cases(measured: MeasurementsRecorded | None, flag: str) -> tuple[str, ...]:
+    """The cases whose measurement carries `flag`: it named a samples file (`source`) that
+    was not there, or one that is not a samples file."""
     if measured is None:
-        return []
-    return [m.case_id for m in measured.measurements if m.source_not_found is not None]
-
-
-def sources_not_samples(measured: MeasurementsRecorded | None) -> list[str]:
-    """The cases whose measurement named a `source` file that is not a samples file."""
-    if measured is None:
-        return []
-    return [m.case_id for m in measured.measurements if m.source_not_samples is not None]
+        return ()
+    return tuple(
+        m.case_id for m in measured.measurements if getattr(m, SOURCE_FLAGS[flag]) is not None
+    )
 
 
 def conclusion_as_recorded(view: RunView, recorded: RunConcluded) -> bool:

@@ -131,7 +131,7 @@ class Measurement(_OmitsUnset):
     source_not_samples: str | None = None
 
 
-class RunPlanned(Event):
+class RunPlanned(Event, _OmitsUnset):
     """A run was validated and locked: its kernel, cases, objective and limits."""
 
     event_type: ClassVar[str] = "RunPlanned"
@@ -151,13 +151,7 @@ class RunPlanned(Event):
     # percentage); present only when there was a warning, so runs planned before the field
     # existed serialize exactly as they did
     warnings: list[str] | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_no_warnings(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("warnings") is None:
-            data.pop("warnings", None)
-        return data
+    OMITTED: ClassVar[tuple[str, ...]] = ("warnings",)
 
 
 class ValidationLinked(Event, _OmitsUnset):
@@ -190,7 +184,7 @@ class ValidationLinked(Event, _OmitsUnset):
         return "failed" if self.status == "passed" and self.cases_not_passed else self.status
 
 
-class MeasurementsRecorded(Event):
+class MeasurementsRecorded(Event, _OmitsUnset):
     """Timings of one kernel on every planned case (round 0 is the baseline)."""
 
     event_type: ClassVar[str] = "MeasurementsRecorded"
@@ -202,13 +196,7 @@ class MeasurementsRecorded(Event):
     # where and when they were measured (the input's `session`); present only when named,
     # so measurements recorded before the field existed serialize exactly as they did
     session: dict[str, Any] | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_no_session(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("session") is None:
-            data.pop("session", None)
-        return data
+    OMITTED: ClassVar[tuple[str, ...]] = ("session",)
 
 
 class RoundSubmitted(Event):
@@ -291,7 +279,7 @@ class MechanismEntry(BaseModel):
         return known_vocabulary(version)
 
 
-class _UnderContract(Event):
+class _UnderContract(Event, _OmitsUnset):
     """An event the contract decided: `contract` is the version of the rules it was
     decided under (`decide.CONTRACTS`). Version 1 is left out of the payload, so every
     event recorded before versions existed, and every one decided under version 1 since,
@@ -299,7 +287,6 @@ class _UnderContract(Event):
     later version is written. A version this kernel-ledger does not know is refused."""
 
     contract: int = 1
-    OMITTED: ClassVar[tuple[str, ...]] = ()
 
     @field_validator("contract")
     @classmethod
@@ -307,13 +294,10 @@ class _UnderContract(Event):
         return known_version(version)
 
     @model_serializer(mode="wrap")
-    def _omit_version_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = _OmitsUnset._omit_unset(self, handler)
         if data.get("contract") == 1:
             del data["contract"]
-        for key in self.OMITTED:
-            if data.get(key) is None:
-                data.pop(key, None)
         return data
 
 
@@ -348,7 +332,20 @@ class RoundDecided(_UnderContract):
     # the vocabulary entry of `mechanism`/`change`; left out while None, so decisions
     # recorded before the vocabulary (and those of a legacy import) keep their bytes
     mechanism_entry: MechanismEntry | None = None
-    OMITTED: ClassVar[tuple[str, ...]] = ("mechanism_entry",)
+    # contract 2, once a kept round had a same-session reference: per case the factor that
+    # carries the best kernel's stored medians to the original baseline's session (the
+    # cumulative improvement is the chained one), the plain comparison of the best kernel's
+    # medians with the original baseline, and whether those two sides are known to come
+    # from different sessions; left out while None, so every other decision keeps its bytes
+    chain_factors: list[float] | None = None
+    baseline_improvement: float | None = None
+    baseline_across_sessions: bool | None = None
+    OMITTED: ClassVar[tuple[str, ...]] = (
+        "mechanism_entry",
+        "chain_factors",
+        "baseline_improvement",
+        "baseline_across_sessions",
+    )
 
 
 class NoiseMeasured(Event, _OmitsUnset):
@@ -399,7 +396,7 @@ class RunReopened(Event):
     reason: str
 
 
-class ProfileRecorded(Event):
+class ProfileRecorded(Event, _OmitsUnset):
     """Profiler output for one kernel of the run, normalized to signals and attributed.
 
     `subject` "candidate" is a profile of a candidate before its round was recorded (its
@@ -420,13 +417,7 @@ class ProfileRecorded(Event):
     aggregation: str = ""
     attribution: dict[str, Any] | None = None
     case_id: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_no_case(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("case_id") is None:
-            data.pop("case_id", None)
-        return data
+    OMITTED: ClassVar[tuple[str, ...]] = ("case_id",)
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -104,7 +104,7 @@ def describe_flag(flag: str) -> str:
 class Explanation:
     round: int
     decision: str
-    rule: str  # which rule fired: see RULES
+    rule: str  # which rule fired: "validation", a `Grounds.rule`, or a bootstrap-* rule
     sentence: str
     flags: tuple[str, ...]
     worst_case: str | None  # the case with the largest regression R, when measured
@@ -113,18 +113,6 @@ class Explanation:
     def text(self) -> str:
         """The sentence, and the flags the round carries, for plain-text output."""
         return self.sentence + (f" Flags: {', '.join(self.flags)}." if self.flags else "")
-
-
-RULES = {
-    "validation": "validation failed: FAIL, never measured",
-    "noise-floor": "|I| below the noise floor: NOISE",
-    "min-improvement": "I below the minimum improvement: DISCARD",
-    "case-regression": "worst case R over its limit: DISCARD",
-    "min-improvement+case-regression": "I below the minimum and R over its limit: DISCARD",
-    "keep": "I at or above the minimum and R within its limit: KEEP",
-    "bootstrap-noise-floor": "bootstrap lower bound of I not above the noise floor: NOISE",
-    "bootstrap-case-regression": "bootstrap upper bound of R over its limit: DISCARD",
-}
 
 
 def _p(value: float | None) -> str:

@@ -16,6 +16,13 @@ FINAL_SHARE = 0.5
 smaller lower bound than the fixed rule at half as many samples, so measuring on to
 max_repeats can recover what the early looks' small levels cost in power."""
 KEYS = ("min_repeats", "max_repeats", "batch")
+SETTINGS = (*KEYS, "unpaired_best")
+UNPAIRED_BEST = ("first-n", "all")
+"""How a look without a same-session reference takes the best kernel's stored samples:
+"first-n", its first n in measurement order beside the candidate's first n (like positions
+of two sessions, the rule of every run planned since), or "all" of them at every look (the
+rule as first recorded; a recorded `sequential` without the key means it)."""
+RECORDED_DEFAULT_UNPAIRED_BEST = "all"
 
 
 def alpha_spent(t: float, alpha: float) -> float:
@@ -32,8 +39,14 @@ class SequentialConfig:
     min_repeats: int = 10
     max_repeats: int = 100
     batch: int = 10
+    unpaired_best: str = "first-n"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.unpaired_best, str) or self.unpaired_best not in UNPAIRED_BEST:
+            raise InputError(
+                "statistics.sequential.unpaired_best must be one of "
+                f"{', '.join(UNPAIRED_BEST)}, got {self.unpaired_best!r}"
+            )
         for name in KEYS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -59,14 +72,28 @@ class SequentialConfig:
         if not isinstance(mapping, Mapping):
             raise InputError("statistics.sequential must be an object")
         for key in mapping:
-            if key not in KEYS:
+            if key not in SETTINGS:
                 raise InputError(
-                    f"statistics.sequential.{key} is not a known setting (known: {', '.join(KEYS)})"
+                    f"statistics.sequential.{key} is not a known setting "
+                    f"(known: {', '.join(SETTINGS)})"
                 )
         return cls(**dict(mapping))
 
-    def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in KEYS}
+    @classmethod
+    def from_recorded(cls, mapping: Any) -> SequentialConfig:
+        """As `from_mapping`, for a run's recorded settings: an absent `unpaired_best` is
+        "all", the rule those runs were decided by (`plan` records the key since)."""
+        if isinstance(mapping, Mapping):
+            mapping = {"unpaired_best": RECORDED_DEFAULT_UNPAIRED_BEST, **mapping}
+        return cls.from_mapping(mapping)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as recorded: `unpaired_best` only where it is not "all", so the
+        decisions recorded before the key existed keep their bytes."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in KEYS}
+        if self.unpaired_best != RECORDED_DEFAULT_UNPAIRED_BEST:
+            out["unpaired_best"] = self.unpaired_best
+        return out
 
     def looks(self) -> list[int]:
         """The candidate samples per case at each look, ascending, the last max_repeats."""

@@ -216,34 +216,22 @@ def fold_into(view: RunView | None, events: Iterable[tuple[int, str, Event]]) ->
 
     The events of one append (or of a whole run) are folded into a mutable working copy;
     the frozen rows are built once at the end, not once per event."""
-    items = iter(events)
-    if view is None:
-        first = next(items, None)
-        if first is None:
-            raise ProjectionError("no events to fold")
-        version, at, event = first
-        if event.event_type != "RunPlanned":
-            raise ProjectionError(f"{event.event_type} before RunPlanned")
-        view = _planned(event, version, at)  # type: ignore[arg-type]
-    work = _Working(view)
-    for version, at, event in items:
-        handler = _HANDLERS.get(event.event_type)
-        if handler is None:
-            raise ProjectionError(f"no projection handler for {event.event_type}")
-        work.run["stream_version"] = version
-        work.run["updated_at"] = at
-        handler(work, version, at, event)
-    return work.view()
+    folding = RunFold(view)
+    for version, at, event in events:
+        folding.apply(version, at, event)
+    if folding.view is None:
+        raise ProjectionError("no events to fold")
+    return folding.view
 
 
 class RunFold:
-    """One run's projection folded one event at a time, as `apply` folds it, for a reader
+    """One run's projection folded one event at a time, for `fold_into` and for a reader
     that reads the view only at some events (the replay verifier reads it before a
     submission, a decision, a conclusion or a reopening): the events go into one mutable
     working copy, and the frozen view is built when it is read, not after every event.
 
-    An event that does not fold raises `ProjectionError` as `apply` does; the fold is then
-    not to be used further (the caller stops at that event)."""
+    An event that does not fold raises `ProjectionError`; the fold is then not to be used
+    further (the caller stops at that event)."""
 
     __slots__ = ("_view", "_work")
 
@@ -255,8 +243,10 @@ class RunFold:
     def apply(self, version: int, at: str, event: Event) -> None:
         work = self._work
         if work is None:
-            view = fold_into(None, ((version, at, event),))
-            self._view, self._work = view, _Working(view)
+            if event.event_type != "RunPlanned":
+                raise ProjectionError(f"{event.event_type} before RunPlanned")
+            self._view = _planned(event, version, at)  # type: ignore[arg-type]
+            self._work = _Working(self._view)
             return
         handler = _HANDLERS.get(event.event_type)
         if handler is None:

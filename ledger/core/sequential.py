@@ -9,8 +9,12 @@ a decision out; no I/O, no clock.
                                          conservative answer when no look settled
 
 Looks are taken at n_1 = min_repeats, n_1 + batch, ... and at max_repeats, on the first n_k
-candidate samples of every case in measurement order (and, with a same-session reference,
-the first n_k reference samples; otherwise the best kernel's stored samples whole). At look
+candidate samples of every case in measurement order and the first n_k of the other side:
+the same-session reference's, else the best kernel's stored samples (all of them where it
+has fewer; `unpaired_best` "all", the rule as first recorded, takes them whole at every
+look). Like positions on both sides matter: in real sessions the first samples are not like
+the rest (docs/statistics.md, "Like positions"), and a candidate's first ten against a whole
+stored session kept 9-13% of real A/A pairs. At look
 k the rule of SPEC 4.2 runs on those samples with the KEEP test at level
 a_k = alpha_spent(t_k) - alpha_spent(t_{k-1}), t_k = n_k / max_repeats:
 
@@ -112,6 +116,7 @@ def sequential_decision(
     available = min(s.size for s in cand)  # type: ignore[union-attr]
     if paired:
         available = min(available, *(s.size for s in best))  # type: ignore[union-attr]
+    like_positions = sequential.unpaired_best == "first-n"
     looks = sequential.looks()
     levels = sequential.levels(config.alpha)
     history: list[dict[str, Any]] = []
@@ -128,7 +133,7 @@ def sequential_decision(
         if n > available:
             break
         c = _prefix(cand, n)  # type: ignore[arg-type]
-        b = _prefix(best, n) if paired else list(best)  # type: ignore[arg-type]
+        b = _prefix(best, n) if paired or like_positions else list(best)  # type: ignore[arg-type]
         verdict, look = _look(rules, w, b, c, objective, config, level, context, drift_sigma)
         look.update(look=index, repeats=n, level=level)
         history.append(look)
@@ -143,7 +148,8 @@ def sequential_decision(
             )
         last = (_conservative(rules, look), index, n)
     if last is None:  # fewer than min_repeats samples: no look yet
-        b_med = [float(np.median(s)) for s in (_prefix(best, available) if paired else best)]  # type: ignore[arg-type]
+        first = _prefix(best, available) if paired or like_positions else best  # type: ignore[arg-type]
+        b_med = [float(np.median(s)) for s in first]
         c_med = [float(np.median(s)) for s in cand]  # type: ignore[arg-type]
         i = decide.weighted_improvement(w, b_med, c_med)
         r = decide.worst_regression(b_med, c_med)

@@ -191,14 +191,25 @@ class StatisticsConfig:
             recorded = {}
         if isinstance(recorded, dict):
             recorded.setdefault("bootstrap", RECORDED_DEFAULT_BOOTSTRAP)
+            if recorded.get("sequential") is not None:
+                from ledger.core.looks import SequentialConfig
+
+                recorded["sequential"] = SequentialConfig.from_recorded(recorded["sequential"])
         return cls.from_mapping(recorded)
 
     @staticmethod
     def planned(mapping: Mapping[str, Any] | None) -> dict[str, Any]:
         """The ``statistics`` a new run records: the configuration's own keys, plus the
-        ``bootstrap`` in force when it is absent (so ``from_recorded`` reads it back)."""
+        ``bootstrap`` in force when it is absent (so ``from_recorded`` reads it back), and
+        with ``sequential``, its ``unpaired_best`` (ledger/core/looks.py) likewise."""
         config = StatisticsConfig.from_mapping(mapping)
-        return {**dict(mapping or {}), "bootstrap": config.bootstrap}
+        out = {**dict(mapping or {}), "bootstrap": config.bootstrap}
+        if config.sequential is not None:
+            out["sequential"] = {
+                **dict(out["sequential"]),
+                "unpaired_best": config.sequential.unpaired_best,
+            }
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON; `sequential` and `assumed_drift` only where they are set

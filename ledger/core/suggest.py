@@ -310,8 +310,9 @@ def suggest(
     the target (the target's own run is left out of `history`), at most `limit`; and the
     failure signatures, at most `signature_limit`: entries that failed validation or were
     discarded in similar runs, most failing runs first. With `tried_last`, an entry this run
-    already tried without a KEEP ranks after every entry it has not tried (what to try next
-    is what has not been tried; the benchmark also measures the ranking without it)."""
+    already tried ranks after every entry it has not tried, one it kept before one it did
+    not (what to try next is first what has not been tried; the benchmark also measures the
+    ranking without it)."""
     others = [v for v in history if v.run.run_id != target.run_id]
     newest = sorted({max((r.recorded_at for r in v.rounds), default="") for v in others})
     rank_of = {at: i for i, at in enumerate(newest)}
@@ -341,7 +342,7 @@ def suggest(
             _ranked(entry, items, tried_here.get(entry, []), nearest)
             for entry, items in evidence.items()
         ),
-        key=lambda r: (tried_last and _tried_unkept(r), -r.score, r.entry),
+        key=lambda r: (_tried_rank(r) if tried_last else 0, -r.score, r.entry),
     )
     close = {e: [i for i in items if i[2].value >= MIN_SIMILARITY] for e, items in evidence.items()}
     signatures = sorted(
@@ -396,8 +397,12 @@ def _behind(row: RoundRow, like: Likeness) -> Behind:
     )
 
 
-def _tried_unkept(r: Ranked) -> bool:
-    return bool(r.tried_here) and all(d != "KEEP" for _, d in r.tried_here)
+def _tried_rank(r: Ranked) -> int:
+    """0 for an entry this run has not tried, 1 for one it tried and kept, 2 for one it
+    tried without a KEEP."""
+    if not r.tried_here:
+        return 0
+    return 1 if any(d == "KEEP" for _, d in r.tried_here) else 2
 
 
 def weight(similarity: float, nearest: float) -> float:

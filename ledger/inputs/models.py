@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ledger.errors import CoverageError, InputError, InputProblems
@@ -45,8 +46,6 @@ SECRET_KEY_QUALIFIERS = ("SECRET", "PRIVATE")
 """The spec's list is of examples ("such as"): a name ending in `_KEY` with one of these
 words before it is as secret-like (AWS_SECRET_ACCESS_KEY, DJANGO_SECRET_KEY,
 SSH_PRIVATE_KEY), though no `*_SECRET` pattern matches it."""
-RUN_TYPES = ("change-validation", "correctness", "debug", "performance", "profiling")
-MANIFEST_STATUSES = ("planned", "running", "passed", "failed", "inconclusive", "cancelled")
 
 
 # --- field types -------------------------------------------------------------------------
@@ -83,17 +82,19 @@ def _non_negative(value: Any) -> float:
 
 
 def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("must be an integer ≥ 1")
-    if value < 1 or value > MAX_SAFE_INTEGER:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAFE_INTEGER:
         raise ValueError("must be an integer ≥ 1")
     return value
 
 
-def _text(value: Any) -> str:
+def _plain_string(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
-    if not value.strip():
+    return value
+
+
+def _text(value: Any) -> str:
+    if not _plain_string(value).strip():
         raise ValueError("must be a non-empty string")
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
@@ -135,7 +136,6 @@ def _weight(value: Any) -> float:
     return number
 
 
-PositiveNumber = Annotated[float, BeforeValidator(_positive)]
 TimeUs = Annotated[float, BeforeValidator(_time_us)]
 Weight = Annotated[float, BeforeValidator(_weight)]
 NonNegative = Annotated[float, BeforeValidator(_non_negative)]
@@ -365,30 +365,32 @@ def _fields_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
         if isinstance(part, int):
             continue
         field = model.model_fields.get(str(part))
-        if field is None:
-            return []
-        inner = _model_in(field.annotation)
+        inner = nested_model(field)[0] if field is not None else None
         if inner is None:
             return []
         model = inner
     return list(model.model_fields)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    from typing import get_args
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def explain(exc: ValidationError, prefix: str = "") -> str:
-    """The first validation error as one line: `<path> <rule>`."""
-    return problems(exc, prefix)[0]
+def nested_model(info: FieldInfo) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field's value is made of, and whether the value is a list of them (a
+    field that takes one object or a list, as a round's `profile`, counts as one)."""
+    if isinstance(info.json_schema_extra, Rows):
+        return info.json_schema_extra.model, info.json_schema_extra.many
+    found: tuple[type[BaseModel] | None, bool] = (None, False)
+    pending = [info.annotation]
+    while pending:
+        annotation = pending.pop()
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation, False
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) is list and args:
+            inner = args[0]
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                found = (inner, True)
+            continue
+        pending.extend(args)
+    return found
 
 
 def validate_model(model: type[BaseModel], value: Any, what: str, shown: str) -> Any:
@@ -606,6 +608,13 @@ SEQUENTIAL_SETTINGS: dict[str, tuple[str, str | None, dict[str, Any]]] = {
         "samples per case",
         {"minimum": 1},
     ),
+    "unpaired_best": (
+        "Without a same-session reference, how a look takes the best kernel's stored samples: "
+        '"first-n" (its first n beside the candidate\'s first n) or "all" (every one at every '
+        "look, the rule as first recorded).",
+        None,
+        {},
+    ),
 }
 """The same for `statistics.sequential` (`SequentialConfig`, ledger/core/looks.py)."""
 
@@ -699,7 +708,7 @@ def _settings_model(
 @cache
 def StatisticsIn() -> type[BaseModel]:  # a model, built on first use
     """The config's `statistics` settings as a model."""
-    from ledger.core.looks import SequentialConfig
+    from ledger.core.looks import UNPAIRED_BEST, SequentialConfig
     from ledger.core.stats import BOOTSTRAPS, StatisticsConfig
 
     sequential = _settings_model(
@@ -708,6 +717,7 @@ def StatisticsIn() -> type[BaseModel]:  # a model, built on first use
         "max_repeats.",
         SequentialConfig,
         SEQUENTIAL_SETTINGS,
+        {"unpaired_best": Literal[UNPAIRED_BEST]},
     )
     return _settings_model(
         "StatisticsIn",
@@ -1043,7 +1053,7 @@ class Artifact(_Closed):
     )
 
 
-_PlainText = Annotated[str, BeforeValidator(lambda v: _plain_string(v))]
+_PlainText = Annotated[str, BeforeValidator(_plain_string)]
 
 
 class RunManifest(_Closed):
@@ -1134,12 +1144,6 @@ def secret_like(name: str) -> bool:
         return True
     words = upper.split("_")
     return words[-1] == "KEY" and any(w in SECRET_KEY_QUALIFIERS for w in words[:-1])
-
-
-def _plain_string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("must be a string")
-    return value
 
 
 # --- loading -----------------------------------------------------------------------------
@@ -1339,12 +1343,7 @@ def check_validation(
 
 # --- plan warnings ------------------------------------------------------------------------
 
-_OBJECTIVE_FRACTIONS = (
-    "target_relative_improvement",
-    "min_relative_improvement",
-    "noise_floor",
-    "max_case_regression",
-)
+_OBJECTIVE_FRACTIONS = tuple(ObjectiveIn.model_fields)
 
 
 def nearest(key: str, known: Sequence[str]) -> str | None:
@@ -1394,8 +1393,6 @@ def case_passed(case: dict[str, Any]) -> bool:
 def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
     """The case ids a failed validation's case matrix marks as not passed, read from the
     file the event names when it still holds the bytes that were hashed; None otherwise."""
-    import json
-
     ref = linked.case_matrix
     if ref is None:
         return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -89,30 +89,9 @@ class Entry:
         return json.dumps(self.info.default)
 
 
-def _nested(info: FieldInfo) -> tuple[type[BaseModel] | None, bool]:
-    """The model a field's value is made of, and whether the value is a list of them (a
-    field that takes one object or a list, as a round's `profile`, counts as one)."""
-    if isinstance(info.json_schema_extra, models.Rows):
-        return info.json_schema_extra.model, info.json_schema_extra.many
-    found: tuple[type[BaseModel] | None, bool] = (None, False)
-    pending = [info.annotation]
-    while pending:
-        annotation = pending.pop()
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return annotation, False
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        if get_origin(annotation) is list and args:
-            inner = args[0]
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                found = (inner, True)
-            continue
-        pending.extend(args)
-    return found
-
-
 def entries(model: type[BaseModel]) -> Iterator[Entry]:
     for name, info in model.model_fields.items():
-        nested, many = _nested(info)
+        nested, many = models.nested_model(info)
         yield Entry(name, info, nested, many)
 
 

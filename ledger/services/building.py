@@ -90,12 +90,8 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
     elif not path.exists():
         # named but absent: accepted as the JSON-file controller accepts it (it never reads
         # the file); the median and repeats must then be given, and the row says so
-        if samples is None and (median is None or row.repeats is None):
-            missing = "median_us" if median is None else "repeats"
-            raise InputError(
-                f"{field}.{missing} is required: the samples file {field}.source "
-                f"{display(path)} does not exist"
-            )
+        why = f"the samples file {field}.source {display(path)} does not exist"
+        _needs_median(row, samples, field, why)
         written = row.source if row.source != str(path) else None
         not_found = NamedPath(path=str(path), written_path=written)
     else:
@@ -107,12 +103,8 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
             # a file that is there but holds no samples (a benchmark log, a dump of another
             # shape): the controller never reads it either. Its bytes are recorded as
             # evidence and the row's median and repeats stand on their own.
-            if samples is None and (median is None or row.repeats is None):
-                missing = "median_us" if median is None else "repeats"
-                raise InputError(
-                    f"{field}.{missing} is required: {field}.source {display(path)} is not "
-                    f"a samples file ({exc.reason})"
-                ) from None
+            why = f"{field}.source {display(path)} is not a samples file ({exc.reason})"
+            _needs_median(row, samples, field, why)
             source = recorded_file(path, exc.sha256, exc.size, row.source)
             not_samples = exc.reason
             loaded = None
@@ -143,6 +135,13 @@ def _measurement(row: MeasurementIn, base_dir: Path, field: str) -> Measurement:
         source_not_found=not_found,
         source_not_samples=not_samples,
     )
+
+
+def _needs_median(row: MeasurementIn, samples: list[float] | None, field: str, why: str) -> None:
+    """A row whose `source` gives no samples stands on its own median and repeats."""
+    if samples is None and (row.median_us is None or row.repeats is None):
+        missing = "median_us" if row.median_us is None else "repeats"
+        raise InputError(f"{field}.{missing} is required: {why}")
 
 
 def measured_cases(
@@ -265,14 +264,6 @@ def check_expected_signal(result: RoundResult, evidence: Any, kernels: Sequence[
         )
 
 
-_OBJECTIVE_KEYS = {
-    "target_relative_improvement",
-    "min_relative_improvement",
-    "noise_floor",
-    "max_case_regression",
-}
-
-
 @dataclass(frozen=True)
 class PlannedRun:
     """What `plan` appends for a configuration: the events in order and the kernel read."""
@@ -334,7 +325,9 @@ def plan_events(
         target=config.target.model_dump(mode="json"),
         kernel=kernel.ref,
         cases=[CaseWeight(id=c.id, weight=c.weight) for c in config.cases],
-        objective=ObjectiveFields(**config.objective.model_dump(include=_OBJECTIVE_KEYS)),
+        objective=ObjectiveFields(
+            **config.objective.model_dump(include=set(ObjectiveFields.model_fields))
+        ),
         limits=LimitFields(
             max_rounds=config.max_rounds,
             max_consecutive_failures=config.max_consecutive_failures,

@@ -13,7 +13,7 @@ from ledger.inputs.models import (
     DecideInput,
     MeasurementIn,
     check_measurements,
-    explain,
+    problems,
 )
 from ledger.integrity.hashing import canonical
 
@@ -22,7 +22,7 @@ def parse_input(value: Any, where: str) -> DecideInput:
     try:
         item = DecideInput.model_validate(value)
     except ValidationError as exc:
-        raise InputError(f"{where}: {explain(exc)}") from None
+        raise InputError(f"{where}: {problems(exc)[0]}") from None
     if not item.cases:
         raise InputError(f"{where}: cases must be a non-empty list")
     if len({c.id for c in item.cases}) != len(item.cases):

@@ -254,8 +254,3 @@ class Queries(Session):
         """The run's events in version order."""
         with self.store.transaction() as conn:
             return self.store.read_stream(conn, run_id)
-
-    def kernel_source(self, digest: str) -> bytes | None:
-        """A kernel source stored under its sha256, or None."""
-        with self.store.transaction() as conn:
-            return self.store.get_blob(conn, digest)

@@ -21,11 +21,12 @@ from typing import Any
 
 from ledger.core import projections
 from ledger.core.controller import (
+    SAMPLES_NOT_FOUND,
+    SOURCE_NOT_SAMPLES,
     attribution_settings,
     conclusion_event,
+    flagged_cases,
     profile_event,
-    samples_not_found,
-    sources_not_samples,
 )
 from ledger.core.events import (
     DiagnosisRecorded,
@@ -167,11 +168,11 @@ class Writes(Session):
             config.run_id,
             planned.kernel.ref.sha256,
             len(config.case_ids),
-            tuple(samples_not_found(baseline)),
+            flagged_cases(baseline, SAMPLES_NOT_FOUND),
             planned.events,
             warnings,
             dry_run,
-            tuple(sources_not_samples(baseline)),
+            flagged_cases(baseline, SOURCE_NOT_SAMPLES),
         )
 
     # --- record ----------------------------------------------------------------------------
@@ -224,6 +225,7 @@ class Writes(Session):
             check(items)
         self.commit(run_id, view, items, [candidate.content, *blobs], dry_run)
         decision = outcome.decided
+        measured = evidence.measured.get(decision.round)
         return RecordResult(
             run_id=run_id,
             round=decision.round,
@@ -236,9 +238,9 @@ class Writes(Session):
             remaining_rounds=decision.remaining_rounds,
             best_kernel_sha256=decision.best_after.sha256,
             flags=tuple(decision.flags),
-            samples_not_found=tuple(samples_not_found(evidence.measured.get(decision.round))),
+            samples_not_found=flagged_cases(measured, SAMPLES_NOT_FOUND),
             events=tuple(items),
-            sources_not_samples=tuple(sources_not_samples(evidence.measured.get(decision.round))),
+            sources_not_samples=flagged_cases(measured, SOURCE_NOT_SAMPLES),
             failed_cases=tuple(
                 () if validation.passed else failed_validation_cases(validation) or ()
             ),
@@ -613,7 +615,8 @@ class Writes(Session):
 
 def _scoped_events(conn: Any, view: RunView, scope: DecisionScope) -> list[Event] | None:
     """The events a decision in `scope` reads, in version order, found through the
-    events-by-type index: the plan, the best round's measurements, the latest profile of
+    events-by-type index: the plan, the baseline's and the best round's measurements, the
+    latest decision (its chain factors), the latest profile of
     each kernel, and while the run needs a diagnosis the last diagnosis and the decisions
     after it on a round that was not kept and named a mechanism. None where the run needs
     its evidence events whole (remeasures) or they are not laid out as `plan` and `record`
@@ -634,6 +637,16 @@ def _scoped_events(conn: Any, view: RunView, scope: DecisionScope) -> list[Event
     if measured is None:
         return None
     wanted = {1, measured}
+    baseline = readmodel.nth_version(conn, run_id, "MeasurementsRecorded", 1)
+    if baseline is not None:  # its session, beside the chained cumulative improvement
+        wanted.add(baseline)
+    if view.run.rounds_recorded:  # the latest decision: the chain factors it carries
+        last = readmodel.last_version_before(
+            conn, run_id, "RoundDecided", view.run.stream_version + 1
+        )
+        if last is None:
+            return None
+        wanted.add(last)
     if scope.failures:
         diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
         after = diagnoses[-1] if diagnoses else 0

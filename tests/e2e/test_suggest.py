@@ -168,6 +168,22 @@ async def _mcp_suggest(url: str, run: str):
         return result.structured_content
 
 
+def test_suggest_ranks_what_this_run_tried_after_what_it_did_not(cli, tmp_path):
+    _history(cli, tmp_path)
+    # this run kept rows per program already: the best evidence of all, but known here
+    _run(cli, tmp_path, "softmax-c-001", [("rows per program", "ROWS=1 -> 2", KEEP)])
+    body = cli("suggest", "--run", "softmax-c-001", "--json").json()
+    order = [s["entry"] for s in body["suggestions"]]
+    assert order == ["cache-hints", "warps-per-program", "rows-per-program"]
+    assert body["suggestions"][2]["tried_here"] == [{"round": 1, "decision": "KEEP"}]
+    # tried without a KEEP ranks after tried and kept
+    _run(cli, tmp_path, "softmax-d-001", [("rows per program", "ROWS=1 -> 2", KEEP),
+                                          ("eviction hint", "EVICT=evict_last", DISCARD)])  # fmt: skip
+    body = cli("suggest", "--run", "softmax-d-001", "--json").json()
+    assert [s["entry"] for s in body["suggestions"]] == [
+        "warps-per-program", "rows-per-program", "cache-hints"]  # fmt: skip
+
+
 def test_old_ledgers_read_with_entries(tmp_path, monkeypatch):
     """Decisions recorded before the vocabulary hold no entry; readers classify them from
     the rounds row, so `history --mechanism ENTRY` and `suggest` see them too."""

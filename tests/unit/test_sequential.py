@@ -29,15 +29,15 @@ def _round(gain: float, cv: float, n: int, seed: int, cases: int = 4):
     return best, cand
 
 
-def _decide(best, cand, paired=True, drift=0.0):
+def _decide(best, cand, paired=True, drift=0.0, objective=OBJ, config=CONFIG):
     return sq.sequential_decision(
         weights=[1.0] * len(best),
         best_samples=best,
         cand_samples=cand,
         paired=paired,
-        objective=OBJ,
-        config=CONFIG,
-        sequential=CONFIG.sequential,
+        objective=objective,
+        config=config,
+        sequential=config.sequential,
         drift_sigma=drift,
     )
 
@@ -135,6 +135,10 @@ def test_drift_widens_a_cross_session_keep_into_noise():
         ({"batch": 0}, "statistics.sequential.batch must be at least 1, got 0"),
         ({"batch": True}, "statistics.sequential.batch must be an integer, got True"),
         ({"looks": 3}, "statistics.sequential.looks is not a known setting"),
+        (
+            {"unpaired_best": "last-n"},
+            "statistics.sequential.unpaired_best must be one of first-n, all, got 'last-n'",
+        ),
         ([10], "statistics.sequential must be an object"),
     ],
 )
@@ -148,6 +152,57 @@ def test_settings_absent_leave_the_recorded_statistics_as_before():
     assert "sequential" not in st.StatisticsConfig().evidence_settings()
     assert "assumed_drift" not in st.StatisticsConfig().evidence_settings()
     config = st.StatisticsConfig.from_mapping({"sequential": SEQ, "assumed_drift": 0.03})
-    assert config.evidence_settings()["sequential"] == SEQ
+    assert config.evidence_settings()["sequential"] == {**SEQ, "unpaired_best": "first-n"}
     assert config.drift_assumed == 0.03
+    # a run planned before unpaired_best existed replays under "all", with the same bytes
+    recorded = st.StatisticsConfig.from_recorded({"sequential": SEQ})
+    assert recorded.sequential.unpaired_best == "all"
+    assert recorded.evidence_settings()["sequential"] == SEQ
+    planned = st.StatisticsConfig.planned({"sequential": SEQ})
+    assert planned["sequential"] == {**SEQ, "unpaired_best": "first-n"}
+    assert st.StatisticsConfig.from_recorded(planned).sequential.unpaired_best == "first-n"
     assert st.StatisticsConfig().drift_assumed == st.DEFAULT_ASSUMED_DRIFT
+
+
+def _aa_sessions(op: str) -> list[list[np.ndarray]]:
+    """The real H200 A/A remeasures of `op`'s best kernel (examples/gpu-campaign/<op>/raw/
+    aa-K): per measurement, per session, per case the samples in measurement order."""
+    import itertools
+    import json
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parents[2] / "examples" / "gpu-campaign" / op
+    cases = [c["id"] for c in json.loads((base / "config.json").read_text())["cases"]]
+    out = []
+    for folder in sorted((base / "raw").glob("aa-*")):
+        per_case = []
+        for case in cases:
+            doc = json.loads((folder / f"{case}.json").read_text())
+            bounds = list(itertools.accumulate(doc["session_lengths"], initial=0))
+            values = np.asarray(doc["samples_us"], dtype=float)
+            per_case.append([values[a:b] for a, b in itertools.pairwise(bounds)])
+        out.append([list(s) for s in zip(*per_case, strict=True)])
+    return out
+
+
+@pytest.mark.parametrize("op", ["softmax", "rmsnorm"])
+def test_real_aa_sessions_are_kept_rarely_once_looks_compare_like_positions(op):
+    """Two sessions of one kernel (H200, do_bench), no reference: a look's first n candidate
+    samples against the best kernel's first n ("first-n") keeps at most 5% of the pairs; the
+    rule as first recorded, against the stored session whole ("all"), kept far more, because
+    a session's first samples run faster than the rest of it."""
+    aa = _aa_sessions(op)
+    objective = decide.Objective(0.10, 0.02, 0.01, 0.10)  # the campaign's
+    kept = {"first-n": 0, "all": 0}
+    trials = 0
+    for k in range(len(aa)):
+        for first, second in ((aa[k], aa[(k + 1) % len(aa)]), (aa[(k + 1) % len(aa)], aa[k])):
+            for best, cand in zip(first, second, strict=False):
+                trials += 1
+                for rule in kept:
+                    config = st.StatisticsConfig(sequential={**SEQ, "unpaired_best": rule})
+                    out = _decide(best, cand, False, 0.004, objective, config)
+                    kept[rule] += out.decision is decide.Decision.KEEP
+    assert trials == 96
+    assert kept["first-n"] / trials <= 0.05
+    assert kept["all"] / trials >= 0.08

@@ -13,6 +13,13 @@ CASES = [
     {"id": "bf16-2048x8192", "dtype": "bf16", "shape": [2048, 8192], "tiny": [3, 128]},
     {"id": "fp16-65536x256", "dtype": "fp16", "shape": [65536, 256], "tiny": [8, 16]},
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {"id": "bf16-4096x4096", "dtype": "bf16", "shape": [4096, 4096], "tiny": [3, 64]},
+    {"id": "fp16-32768x2048", "dtype": "fp16", "shape": [32768, 2048], "tiny": [7, 32]},
+    {"id": "bf16-512x16384", "dtype": "bf16", "shape": [512, 16384], "tiny": [2, 256]},
+    {"id": "fp16-16384x512", "dtype": "fp16", "shape": [16384, 512], "tiny": [9, 16]},
+]
 
 
 @triton.jit

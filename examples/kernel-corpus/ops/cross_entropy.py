@@ -12,6 +12,13 @@ CASES = [
     {"id": "fp16-16384x4096", "dtype": "fp16", "shape": [16384, 4096], "tiny": [5, 64]},
     {"id": "bf16-512x128256", "dtype": "bf16", "shape": [512, 128256], "tiny": [2, 500]},
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {"id": "bf16-8192x32000", "dtype": "bf16", "shape": [8192, 32000], "tiny": [4, 200]},
+    {"id": "fp16-1024x128256", "dtype": "fp16", "shape": [1024, 128256], "tiny": [2, 500]},
+    {"id": "bf16-2048x151936", "dtype": "bf16", "shape": [2048, 151936], "tiny": [2, 600]},
+    {"id": "fp16-32768x8192", "dtype": "fp16", "shape": [32768, 8192], "tiny": [6, 96]},
+]
 
 
 @triton.jit

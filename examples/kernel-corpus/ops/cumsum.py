@@ -12,6 +12,13 @@ CASES = [
     {"id": "bf16-1024x16384", "dtype": "bf16", "shape": [1024, 16384], "tiny": [2, 150]},
     {"id": "fp32-64x131072", "dtype": "fp32", "shape": [64, 131072], "tiny": [2, 300]},
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {"id": "fp16-4096x4096", "dtype": "fp16", "shape": [4096, 4096], "tiny": [3, 64]},
+    {"id": "bf16-16384x2048", "dtype": "bf16", "shape": [16384, 2048], "tiny": [4, 48]},
+    {"id": "fp16-256x65536", "dtype": "fp16", "shape": [256, 65536], "tiny": [2, 260]},
+    {"id": "bf16-8192x512", "dtype": "bf16", "shape": [8192, 512], "tiny": [5, 24]},
+]
 
 
 @triton.jit

@@ -34,6 +34,33 @@ CASES = [
         "tiny": [1, 1, 130, 16],
     },
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {
+        "id": "bf16-b16h32s4096d128",
+        "dtype": "bf16",
+        "shape": [16, 32, 4096, 128],
+        "tiny": [2, 2, 50, 16],
+    },
+    {
+        "id": "fp16-b4h32s16384d128",
+        "dtype": "fp16",
+        "shape": [4, 32, 16384, 128],
+        "tiny": [1, 2, 90, 16],
+    },
+    {
+        "id": "bf16-b128h8s512d64",
+        "dtype": "bf16",
+        "shape": [128, 8, 512, 64],
+        "tiny": [3, 1, 20, 16],
+    },
+    {
+        "id": "fp16-b1h32s65536d128",
+        "dtype": "fp16",
+        "shape": [1, 32, 65536, 128],
+        "tiny": [1, 1, 150, 16],
+    },
+]
 
 
 @triton.jit

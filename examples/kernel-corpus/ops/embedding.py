@@ -32,6 +32,33 @@ CASES = [
         "tiny": [2, 30, 128],
     },
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {
+        "id": "bf16-8192tok-32000x4096",
+        "dtype": "bf16",
+        "shape": [8192, 32000, 4096],
+        "tiny": [7, 50, 64],
+    },
+    {
+        "id": "fp16-2048tok-151936x3584",
+        "dtype": "fp16",
+        "shape": [2048, 151936, 3584],
+        "tiny": [5, 80, 56],
+    },
+    {
+        "id": "bf16-32768tok-50257x1024",
+        "dtype": "bf16",
+        "shape": [32768, 50257, 1024],
+        "tiny": [12, 40, 16],
+    },
+    {
+        "id": "fp16-128tok-128256x4096",
+        "dtype": "fp16",
+        "shape": [128, 128256, 4096],
+        "tiny": [2, 30, 64],
+    },
+]
 
 
 @triton.jit

@@ -29,6 +29,28 @@ CASES = [
         "tiny": [1, 1, 64, 16],
     },
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {
+        "id": "bf16-b8h16s1024d128",
+        "dtype": "bf16",
+        "shape": [8, 16, 1024, 128],
+        "tiny": [1, 1, 40, 16],
+    },
+    {
+        "id": "fp16-b1h16s8192d64",
+        "dtype": "fp16",
+        "shape": [1, 16, 8192, 64],
+        "tiny": [1, 2, 72, 16],
+    },
+    {"id": "bf16-b32h8s256d64", "dtype": "bf16", "shape": [32, 8, 256, 64], "tiny": [2, 1, 24, 16]},
+    {
+        "id": "fp16-b2h32s2048d64",
+        "dtype": "fp16",
+        "shape": [2, 32, 2048, 64],
+        "tiny": [1, 1, 56, 16],
+    },
+]
 
 
 @triton.jit

@@ -27,6 +27,33 @@ CASES = [
         "tiny": [32, 32, 128],
     },
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {
+        "id": "bf16-6144x6144x2048",
+        "dtype": "bf16",
+        "shape": [6144, 6144, 2048],
+        "tiny": [32, 48, 32],
+    },
+    {
+        "id": "fp16-16384x2048x1024",
+        "dtype": "fp16",
+        "shape": [16384, 2048, 1024],
+        "tiny": [64, 16, 32],
+    },
+    {
+        "id": "bf16-256x4096x14336",
+        "dtype": "bf16",
+        "shape": [256, 4096, 14336],
+        "tiny": [16, 48, 64],
+    },
+    {
+        "id": "fp16-3072x3072x8192",
+        "dtype": "fp16",
+        "shape": [3072, 3072, 8192],
+        "tiny": [48, 32, 96],
+    },
+]
 
 
 @triton.jit

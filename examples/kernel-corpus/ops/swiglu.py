@@ -12,6 +12,13 @@ CASES = [
     {"id": "fp16-16x4096", "dtype": "fp16", "shape": [16, 4096], "tiny": [2, 48]},
     {"id": "bf16-16384x1024", "dtype": "bf16", "shape": [16384, 1024], "tiny": [5, 32]},
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {"id": "fp16-2048x14336", "dtype": "fp16", "shape": [2048, 14336], "tiny": [3, 72]},
+    {"id": "bf16-32768x4096", "dtype": "bf16", "shape": [32768, 4096], "tiny": [6, 40]},
+    {"id": "bf16-1x8192", "dtype": "bf16", "shape": [1, 8192], "tiny": [1, 96]},
+    {"id": "fp16-4096x2816", "dtype": "fp16", "shape": [4096, 2816], "tiny": [4, 44]},
+]
 
 
 @triton.jit

@@ -12,6 +12,13 @@ CASES = [
     {"id": "bf16-16384x1024", "dtype": "bf16", "shape": [16384, 1024], "tiny": [64, 16]},
     {"id": "fp16-1000x3000", "dtype": "fp16", "shape": [1000, 3000], "tiny": [17, 33]},
 ]
+# the second campaign's cases (run_corpus.py --campaign 2): other shapes and dtypes
+CASES_2 = [
+    {"id": "bf16-4096x4096", "dtype": "bf16", "shape": [4096, 4096], "tiny": [32, 32]},
+    {"id": "fp16-2048x8192", "dtype": "fp16", "shape": [2048, 8192], "tiny": [16, 48]},
+    {"id": "fp32-8192x1024", "dtype": "fp32", "shape": [8192, 1024], "tiny": [48, 16]},
+    {"id": "bf16-3000x1000", "dtype": "bf16", "shape": [3000, 1000], "tiny": [33, 17]},
+]
 
 
 @triton.jit

@@ -31,12 +31,8 @@ _MSPROF_TABLES = (
     "MemoryL0",
     "MemoryUB",
 )
-_MSPROF_EXTRA = ("ArithmeticUtilization", "L2Cache", "MemoryL0", "MemoryUB")
-_MSPROF_FILE = re.compile(
-    r"^(OpBasicInfo|PipeUtilization|ResourceConflictRatio|Memory|ArithmeticUtilization|"
-    r"L2Cache|MemoryL0|MemoryUB)(?:_[0-9][0-9_]*)?\.csv$",
-    re.IGNORECASE,
-)
+_MSPROF_EXTRA = _MSPROF_TABLES[4:]
+_MSPROF_FILE = re.compile(rf"^({'|'.join(_MSPROF_TABLES)})(?:_[0-9][0-9_]*)?\.csv$", re.IGNORECASE)
 _OP_BASIC_SIGNALS = {
     "task duration(us)": "task_duration_us",
     "block dim": "block_dim",
