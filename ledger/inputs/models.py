@@ -850,7 +850,9 @@ class ExpectedSignal(_Closed):
         meaning="Which way the signal should move.", example="increase"
     )
     min_change: NonNegative = described(
-        0.0, "Smallest relative change that counts as moved.", unit="fraction"
+        0.0,
+        "Smallest change that counts as moved: absolute, in the signal's own unit (us for "
+        "duration_us, a fraction for a throughput), from the best kernel's value.",
     )
 
 
@@ -883,8 +885,9 @@ class ProfileRef(_Closed):
     shape: Text | None = described(None, "The launch shape it ran, where no case is named.")
     format: Text | None = described(
         None,
-        "The profiler's format, for a reader (ncu-csv, msprof); the file's own header "
-        "decides how it is read.",
+        "The profiler's format, for a reader (a format of Profiles in the skill's "
+        "references/inputs.md: ncu-csv, msprof-op, ...); the file's own header decides how "
+        "it is read.",
     )
 
     @model_validator(mode="before")
@@ -949,7 +952,10 @@ class RoundResult(_Open):
         "the case or shape it ran.",
     )
     mechanism: Name | None = described(
-        None, "The primary mechanism the change works on (history groups rounds by it)."
+        None,
+        "The primary mechanism the change works on, in words holding a phrase of the "
+        "mechanism vocabulary (the skill's references/mechanisms.md); `record` says the "
+        "entry it maps to, and history and `suggest` group rounds by it.",
     )
     expected_signal: ExpectedSignal | None = described(
         None, "The profiler signal the change should move."

@@ -357,3 +357,22 @@ def test_with_floors_status_shows_the_headroom(cli, monkeypatch, tmp_path):
     assert case["headroom"] == pytest.approx(1 - 16_777_216 / 4e6 / 6.368)
     assert "headroom_unknown" not in case
     assert "headroom —" not in cli("status", "--run", RUN).stdout
+
+
+def test_the_round_schema_says_what_the_check_and_the_mechanism_read(cli):
+    """min_change is absolute, in the signal's unit (as the check compares it); the
+    mechanism's words point at the installed vocabulary."""
+    schema = cli("schema", "round", "--json", db=False).json()["schema"]
+    expected = schema["properties"]["expected_signal"]["anyOf"][0]
+    if "$ref" in expected:
+        expected = schema["$defs"][expected["$ref"].rsplit("/", 1)[-1]]
+    min_change = expected["properties"]["min_change"]
+    assert "absolute, in the signal's own unit" in min_change["description"]
+    assert "unit" not in min_change
+    mechanism = schema["properties"]["mechanism"]["description"]
+    assert "references/mechanisms.md" in mechanism and "docs/" not in mechanism
+
+
+def test_nothing_installed_points_at_pages_that_are_not_installed(skill):
+    for path in skill.rglob("*.md"):
+        assert "docs/" not in path.read_text(), path
