@@ -109,12 +109,23 @@ def test_a_value_past_a_bound_the_schema_states_is_refused(cli, monkeypatch, tmp
     assert refused.exit_code == 2 and f"statistics.{key} must be" in refused.stderr
 
 
-def test_sequential_true_names_the_shape_in_the_template(cli):
+def test_sequential_true_names_the_shape_in_the_template(cli, monkeypatch, tmp_path):
     """The agent's first guess, `"sequential": true`: the template says it is an object and
-    lists its keys, so the guess is not needed."""
+    lists its keys, so the guess is not needed; made anyway, the refusal lists them."""
     template = cli("template", "config", db=False).stdout
     assert '  //   "sequential": (object, default null) Decide at the first look' in template
     assert '"min_repeats": (integer, in samples per case, default 10)' in template
+    monkeypatch.chdir(ROOT)
+    doc = json.loads((GPU / "config.json").read_text())
+    doc["statistics"] = {"sequential": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    refused = cli("plan", "--config", path, "--dry-run")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        "Error: statistics.sequential must be an object (keys, each optional: min_repeats, "
+        "max_repeats, batch, unpaired_best; `template config` describes them)\n"
+    )
 
 
 # --- 2. profile signal names --------------------------------------------------------------
