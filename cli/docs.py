@@ -266,10 +266,11 @@ def profiles_markdown() -> list[str]:
     for f in FORMAT_LIST:
         lines += [f"### {f.name} ({f.platform})", "", f"Reads {f.what}.", ""]
         if f.named:
-            named = ", ".join(
-                f"`{n}`" + (f" ({f.units[n]})" if n in f.units else "") for n in f.named
-            )
-            lines += [f"Named signals: {named}.", ""]
+            lines += ["| signal | unit | read from |", "|---|---|---|"]
+            for n in f.named:
+                read = ", ".join(f"`{s}`" for s in f.sources.get(n, ()))
+                lines.append(f"| `{n}` | {f.units.get(n, '')} | {read} |")
+            lines.append("")
         lines += [f"Besides: {f.others}.", ""]
     return lines
 

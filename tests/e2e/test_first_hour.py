@@ -132,13 +132,21 @@ def test_sequential_true_names_the_shape_in_the_template(cli, monkeypatch, tmp_p
 
 
 def test_the_reference_lists_each_format_and_its_signal_names(skill):
+    from ledger.inputs.profiles import FORMATS
+
+    assert {f.name for f in FORMAT_LIST} == set(FORMATS)
     reference = (skill / "references" / "inputs.md").read_text()
     for f in FORMAT_LIST:
         assert f"### {f.name} ({f.platform})" in reference
         for name in f.named:
             assert f"`{name}`" in reference, (f.name, name)
-    assert "`dram_throughput` (fraction)" in reference
-    assert "`duration_us` (us)" in reference
+    assert (
+        "| `dram_throughput` | fraction | `dram throughput`, "
+        "`dram__throughput.avg.pct_of_peak_sustained_elapsed`, "
+        "`gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed` |" in reference
+    )
+    assert "| `duration_us` | us | `duration`, `gpu__time_duration.sum`, " in reference
+    assert "| `task_duration_us` |  | `task duration(us)`" in reference
 
 
 def test_a_signal_map_of_unknown_names_is_told_the_gpu_names(cli, monkeypatch, tmp_path):

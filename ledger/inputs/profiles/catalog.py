@@ -18,6 +18,16 @@ class Format:
     named: tuple[str, ...]  # the signals its reader maps known columns or metrics to
     others: str  # what becomes of every other column or metric
     units: dict[str, str] = field(default_factory=dict)  # a named signal's unit, where known
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # metrics or columns
+
+
+def _sources(table) -> dict[str, tuple[str, ...]]:
+    """Each signal of a reader's table with the metrics or column headings it reads it from
+    (lower-cased, as the reader matches them)."""
+    out: dict[str, list[str]] = {}
+    for key, value in table.items():
+        out.setdefault(value[0] if isinstance(value, tuple) else value, []).append(key)
+    return {name: tuple(keys) for name, keys in out.items()}
 
 
 def _names(*groups) -> tuple[str, ...]:
@@ -48,6 +58,7 @@ FORMAT_LIST: tuple[Format, ...] = (
         "a fraction (`pct` in the name becomes `frac`), the unit as a suffix (`_us`, "
         "`_bytes`, `_gbps`, `_mhz`)",
         {signal: _UNITS[kind] for signal, kind in ncu._NCU_KNOWN.values()},
+        _sources(ncu._NCU_KNOWN),
     ),
     Format(
         "msprof-op",
@@ -62,6 +73,7 @@ FORMAT_LIST: tuple[Format, ...] = (
             ("launch_count",),
         ),
         _OTHER_HEADINGS,
+        sources=_sources(msprof._OP_BASIC_SIGNALS),
     ),
     Format(
         "op-summary",
@@ -69,6 +81,7 @@ FORMAT_LIST: tuple[Format, ...] = (
         "`op_summary_*.csv` of a full-run profile",
         _names(op_summary._TASK_SIGNALS.values(), _ALIASES.values(), ("launch_count",)),
         _OTHER_HEADINGS,
+        sources=_sources(op_summary._TASK_SIGNALS),
     ),
     Format(
         "kernel-details",
@@ -76,6 +89,7 @@ FORMAT_LIST: tuple[Format, ...] = (
         "torch_npu `kernel_details.csv`",
         _names(op_summary._TASK_SIGNALS.values(), _ALIASES.values(), ("launch_count",)),
         _OTHER_HEADINGS,
+        sources=_sources(op_summary._TASK_SIGNALS),
     ),
     Format(
         "signals-json",
