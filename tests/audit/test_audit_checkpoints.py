@@ -104,7 +104,8 @@ def test_the_three_ways_a_pinned_checkpoint_fails(cli, tmp_path):
         assert body["first_failure"]["check"] == "checkpoint"
         assert reason in body["first_failure"]["reason"], (name, body["first_failure"])
         assert body["checks"]["hash"] == "ok"  # the chain itself is fine
-        assert result.stderr.startswith("Error: verification failed at ledger: checkpoint:")
+        assert result.error.startswith("verification failed at ledger: checkpoint:")
+        assert result.stderr == ""
 
 
 @pytest.mark.parametrize(
@@ -119,7 +120,7 @@ def test_malformed_pinned_checkpoints_are_rejected(cli, pinned, message):
     result = cli("verify", "--checkpoint", pinned, "--json")
     assert result.exit_code == 2
     assert message in result.json()["error"]
-    assert result.stderr.startswith("Error: ") and len(result.stderr.splitlines()) == 1
+    assert result.stderr == "" and len(result.stdout.splitlines()) == 1
 
 
 def test_signed_checkpoints(cli, tmp_path):
