@@ -27,7 +27,8 @@ entry among them:
 Failure signatures: for every run (as it stands at its end, every other run the history),
 the entries that failed validation or were discarded in two or more other runs similar to it
 (same op family, or a starting bottleneck class in common: a notion independent of
-suggest's own score) should be among suggest's failure signatures (its default five).
+suggest's own score) should be among suggest's failure signatures. The report lists the
+missed ones with the failing runs and suggest's similarity of each (its most similar round).
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ from ledger.core import knowledge, mechanisms  # noqa: E402
 from ledger.core.projections import RunView  # noqa: E402
 from ledger.core.suggest import (  # noqa: E402
     FAILED,
+    MIN_SIMILARITY,
     entry_of,
+    likeness,
     op_family,
     start_profiles,
     suggest,
@@ -250,7 +253,7 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
         return sum(c.kept in pick(c) for c in among) / len(among) if among else None
 
     expected = listed = 0
-    missed: list[tuple[str, str]] = []
+    missed: list[tuple[str, str, list[tuple[str, float]]]] = []  # with suggest's similarity
     for view in views:
         history = [v for v in views if v.run.run_id != view.run.run_id]
         failing: dict[str, set[str]] = {}
@@ -262,10 +265,22 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
                 if r.decision in FAILED and entry != mechanisms.OTHER:
                     failing.setdefault(entry, set()).add(other.run.run_id)
         wanted = {e for e, runs in failing.items() if len(runs) >= 2}
-        got = {s.entry for s in suggest(target_of(view), history).signatures}
+        target = target_of(view)
+        got = {s.entry for s in suggest(target, history).signatures}
         expected += len(wanted)
         listed += len(wanted & got)
-        missed += [(view.run.run_id, e) for e in sorted(wanted - got)]
+        by_id = {v.run.run_id: v for v in history}
+        missed += [
+            (
+                view.run.run_id,
+                e,
+                [
+                    (run, max(likeness(target, by_id[run], r).value for r in by_id[run].rounds))
+                    for run in sorted(failing[e])
+                ],
+            )
+            for e in sorted(wanted - got)
+        ]
     return {
         "runs": len(views),
         "rounds": sum(len(v.rounds) for v in views),
@@ -398,7 +413,13 @@ def document(figures: dict, source: str, argv: list[str] | None) -> str:
     if missed:
         lines += [
             "",
-            "Failure signatures not listed: " + ", ".join(f"{e} for {r}" for r, e in missed) + ".",
+            "Failure signatures not listed (the runs it failed in, with suggest's similarity of "
+            f"each; a similar run is one at least {MIN_SIMILARITY} similar):",
+            "",
+            *(
+                f"- {e} for {r}: " + ", ".join(f"{run} ({like:.3f})" for run, like in runs)
+                for r, e, runs in missed
+            ),
         ]
     return "\n".join(lines) + "\n"
 
