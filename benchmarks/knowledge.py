@@ -140,6 +140,7 @@ class Case:
     query: list[str]
     prior: list[str]
     op_in_history: bool  # another run of the same op is in the history
+    kept_in_history: bool  # another run kept the same entry
 
 
 def _prior(history: Sequence[RunView]) -> list[str]:
@@ -219,6 +220,7 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
         history = [v for v in views if v.run.run_id != view.run.run_id]
         ids = _export(history, hashes, work / "knowledge" / view.run.run_id) if query_ok else {}
         prior = _prior(history)
+        kept_elsewhere = {entry_of(r) for v in history for r in v.rounds if r.decision == "KEEP"}
         for row in view.rounds:
             if row.decision != "KEEP":
                 continue
@@ -243,11 +245,14 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
                     ),
                     prior=prior,
                     op_in_history=any(v.run.op_name == view.run.op_name for v in history),
+                    kept_in_history=entry_of(row) in kept_elsewhere,
                 )
             )
     named = [c for c in cases if c.kept != mechanisms.OTHER]
     same_op = [c for c in cases if c.op_in_history]
     new_op = [c for c in cases if not c.op_in_history]
+    by_prior = [c for c in cases if c.kept in c.prior]
+    not_by_prior = [c for c in cases if c.kept not in c.prior]
 
     def rate(pick, among) -> float | None:
         return sum(c.kept in pick(c) for c in among) / len(among) if among else None
@@ -307,6 +312,17 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
             }
             for part, among in (("op_in_history", same_op), ("op_not_in_history", new_op))
         },
+        "top3_by_prior": {
+            part: {
+                "rounds": len(among),
+                "suggest": rate(lambda c: c.suggest, among),
+                "knowledge_query": rate(lambda c: c.query, among) if query_ok else None,
+            }
+            for part, among in (("prior_names_it", by_prior), ("prior_does_not", not_by_prior))
+        },
+        "kept_in_no_other_run": [
+            (c.run_id, c.round, c.kept) for c in cases if not c.kept_in_history
+        ],
         "failure_signatures": {
             "expected": expected,
             "listed": listed,
@@ -364,6 +380,22 @@ def report(figures: dict, source: str) -> str:
             )
             if count
         ),
+        *(
+            f"| KEEP rounds whose entry the prior's top three {label} ({p['rounds']}) | "
+            f"{_p(p['suggest'])} | | {_p(p['knowledge_query'])} | {_p(value)} |"
+            for p, label, value in (
+                (figures["top3_by_prior"]["prior_names_it"], "names", 1.0),
+                (figures["top3_by_prior"]["prior_does_not"], "does not name", 0.0),
+            )
+            if p["rounds"]
+        ),
+        "",
+        "KEEP rounds whose entry no other run kept (no ranker has a KEEP to go by): "
+        + (
+            ", ".join(f"{r} round {n} ({e})" for r, n, e in figures["kept_in_no_other_run"])
+            or "none"
+        )
+        + ".",
         "",
         f"Failure signatures: {f['listed']} of {f['expected']} mechanisms that failed in two "
         f"or more similar runs are listed ({_p(f['recall'])}).",
