@@ -20,6 +20,7 @@ def status(env: Env, run: str | None) -> Outcome:
     with store.transaction() as conn:
         view = store.load_view(conn, run)
         profiles = store.read_stream(conn, run, types=("ProfileRecorded",)) if view else []
+        beside = baseline_comparison(conn, run, view.run.stream_version) if view else None
     if view is None:
         from ledger.errors import InputError
 
@@ -40,9 +41,29 @@ def status(env: Env, run: str | None) -> Outcome:
             "cases": [as_dict(c) for c in view.cases],
             "attribution_by_case": by_case,
             "headroom_case": headroom_case(by_case),
+            "baseline_comparison": beside,
         },
-        (view, by_case),
+        (view, by_case, beside),
     )
+
+
+def baseline_comparison(conn, run: str, head: int) -> dict | None:
+    """Beside a chained cumulative improvement (contract 2: a kept round was decided on a
+    same-session reference), the latest decision's plain comparison of the best kernel's
+    medians with the original baseline, and whether its sides come from different sessions;
+    None where the cumulative improvement is that comparison. One indexed read."""
+    from ledger.store import readmodel
+
+    last = readmodel.last_version_before(conn, run, "RoundDecided", head + 1)
+    if last is None:
+        return None
+    payload = readmodel.read_versions(conn, run, [last])[0].payload_value()
+    if payload.get("baseline_improvement") is None:
+        return None
+    return {
+        "improvement": payload["baseline_improvement"],
+        "across_sessions": bool(payload.get("baseline_across_sessions")),
+    }
 
 
 def attribution_by_case(
@@ -81,7 +102,7 @@ def say_status(out: Outcome, args) -> None:
     if args.run is None:
         say_runs(out.value)
         return
-    view, by_case = out.value
+    view, by_case, beside = out.value
     r = view.run
     say(f"run {r.run_id} ({r.op_name} on {r.soc}): {r.conclusion or r.status}")
     say(
@@ -94,6 +115,12 @@ def say_status(out: Outcome, args) -> None:
         f"  cumulative improvement {pct(r.cumulative_improvement)} (target "
         f"{pct(r.target_relative_improvement)}, {'met' if r.target_met else 'not met'})"
     )
+    if beside is not None:
+        across = ", sides from different sessions" if beside["across_sessions"] else ""
+        say(
+            "    chained over the kept rounds' same-session references; the best kernel's "
+            f"medians against the original baseline: {pct(beside['improvement'])}{across}"
+        )
     say(f"  best kernel {r.best_kernel_sha256} from round {r.best_round}: {r.best_kernel_path}")
     say(
         table(
@@ -161,7 +188,9 @@ COMMAND = Command(
     returns="`status`, `runs` (every run's row); with a run: `run`, `best_kernel` {sha256, "
     "path, round}, `cases`, `attribution_by_case` (the best kernel's latest profile of each "
     "case profiled with its case: case_id, bottleneck, headroom, first_experiment, format), "
-    "`headroom_case` (the case with the most headroom, or null)",
+    "`headroom_case` (the case with the most headroom, or null), `baseline_comparison` "
+    "(null, or where the cumulative improvement chains same-session references: "
+    "{improvement, across_sessions}, the best kernel's medians against the original baseline)",
     tool=True,
     one_shot=True,
 )

@@ -18,6 +18,18 @@ OBJECTIVE = {
 }
 
 
+def kernel_ledger(*args: str, db: str, cwd: Path) -> dict:
+    """`python -m cli ARGS --db DB --json` in a process of its own (as the example drivers
+    call it), run from `cwd`; exit 0 is required and its JSON returned."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "cli", *args, "--db", db, "--json"],
+                          capture_output=True, text=True, cwd=cwd)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from campaign import kernel_ledger
+
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
@@ -22,10 +24,7 @@ DRIVER = REPO / "examples" / "kernel-corpus" / "run_corpus.py"
 
 
 def kl(*args: str, db: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "cli", *args, "--db", db, "--json"],
-                          capture_output=True, text=True, cwd=REPO)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return kernel_ledger(*args, db=db, cwd=REPO)
 
 
 def test_driver_captures_two_ops_into_a_ledger(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
-"""Turn the device output of run_campaign.py into kernel-ledger input files.
+"""Turn the device output of do_bench_campaign.py into kernel-ledger input files.
 
     python3 build_inputs.py [--dir DIR]
 
-Standard library only. DIR (default: this folder) holds what run_campaign.py wrote
+Standard library only. DIR (default: this folder) holds what do_bench_campaign.py wrote
 (environment.json, <op>/validation, <op>/raw, <op>/profiles). For each op it writes:
 
     <op>/config.json               run configuration (SPEC 2.1), baseline = starting kernel
@@ -389,7 +389,7 @@ def build_op(op: str, root: Path, env: dict) -> list[dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", default=str(HERE), help="run_campaign.py output (default: here)")
+    parser.add_argument("--dir", default=str(HERE), help="do_bench_campaign.py output (here)")
     args = parser.parse_args(argv)
     root = Path(args.dir).resolve()
     env_path = root / "environment.json"

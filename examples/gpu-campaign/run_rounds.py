@@ -36,8 +36,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import campaign_plan as plan  # noqa: E402
-
-SEQUENTIAL = {"min_repeats": 10, "max_repeats": 100, "batch": 10}
+from run_campaign import SEQUENTIAL, measure_sequentially  # noqa: E402
 
 
 def passed(op: str, kernel: str) -> bool:
@@ -65,7 +64,7 @@ def decide_input(result, objective: dict) -> dict:
 
 def measure_round(op, modules, parent, candidate, out_dir, smoke, objective) -> dict:
     """One round: candidate and parent interleaved, looks until settled or max_repeats."""
-    import run_campaign as rc
+    import do_bench_campaign as rc
 
     from ledger.harness.measure import Harness
     from ledger.services.dryrun import decide_one, parse_input
@@ -88,12 +87,7 @@ def measure_round(op, modules, parent, candidate, out_dir, smoke, objective) -> 
         return 0 if answer["settled"] else int(answer.get("more_repeats", 0))
 
     started = time.perf_counter()
-    result = harness.run(
-        min_repeats=SEQUENTIAL["min_repeats"],
-        max_repeats=SEQUENTIAL["max_repeats"],
-        batch=SEQUENTIAL["batch"],
-        until=until,
-    )
+    result = measure_sequentially(harness, until)
     seconds = time.perf_counter() - started
     parent_sha = rc.sha256_file(rc.kernel_file(op, parent))
     fragment = result.write(out_dir / "raw", reference_sha256=parent_sha)
@@ -125,7 +119,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    import run_campaign as rc
+    import do_bench_campaign as rc
 
     summary: dict = {"sequential": SEQUENTIAL, "smoke": args.smoke, "ops": {}}
     for op in args.op or sorted(plan.OPS):

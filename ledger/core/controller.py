@@ -309,6 +309,21 @@ def decide_round(
     else:
         best_after = best_before
     failures = rules.failures(run.consecutive_failures, decision)
+    factors = (
+        chain(
+            evidence.chain_factors,
+            kept=decision is decide.Decision.KEEP,
+            best=best,
+            reference=compared if reference is not None else None,
+        )
+        if rules.chains
+        else None
+    )
+    chained = (
+        None
+        if factors is None
+        else [f * m for f, m in zip(factors, best_after.medians_us, strict=True)]
+    )
     progress = rules.progress(
         weights=weights,
         original_baseline=baseline,
@@ -317,7 +332,20 @@ def decide_round(
         consecutive_failures=failures,
         objective=objective,
         limits=limits,
+        chained=chained,
     )
+    beside: dict[str, Any] = {}
+    if factors is not None:
+        best_round = round_no if decision is decide.Decision.KEEP else run.best_round
+        beside = {
+            "chain_factors": factors,
+            "baseline_improvement": decide.weighted_improvement(
+                weights, baseline, best_after.medians_us
+            ),
+            "baseline_across_sessions": _different_sessions(
+                evidence.baseline_session, evidence.session(best_round)
+            ),
+        }
     start_signals = evidence.signals(run.best_kernel_sha256)
     start_profile = None
     if start_signals is not None:
@@ -374,7 +402,26 @@ def decide_round(
         retried_rounds=retried,
         flags=flags,
         mechanism_entry=mechanism_entry(mechanism, submitted.change, vocabulary),
+        **beside,
     )
+
+
+def chain(
+    previous: Sequence[float] | None,
+    *,
+    kept: bool,
+    best: Sequence[float],
+    reference: Sequence[float] | None,
+) -> list[float] | None:
+    """The chain factors after a round (contract 2): per case, what carries the best
+    kernel's stored medians to the original baseline's session. A KEEP on a same-session
+    reference multiplies each case's factor by best / reference (the new best's medians come
+    from the reference's session, where the old best measured `reference`); any other round
+    keeps the factors. None (all 1) until a kept round had a reference."""
+    if not (kept and reference is not None):
+        return None if previous is None else list(previous)
+    base = [1.0] * len(best) if previous is None else previous
+    return [f * b / r for f, b, r in zip(base, best, reference, strict=True)]
 
 
 def mechanism_entry(

@@ -150,6 +150,7 @@ class Contract:
     and overrides what changed, words included; `CONTRACTS` lists every version."""
 
     version: int = 1
+    chains: bool = False  # whether the cumulative improvement chains same-session ratios
 
     # --- the rules ---------------------------------------------------------------------
 
@@ -178,9 +179,11 @@ class Contract:
         consecutive_failures: int,
         objective: Objective,
         limits: Limits,
+        chained: Sequence[float] | None = None,
     ) -> Progress:
         """Cumulative improvement, target, diagnosis and budget after `rounds_recorded`
-        rounds."""
+        rounds: the best kernel's medians against the original baseline (`chained`, what
+        a later version reads, is not read here)."""
         cumulative = weighted_improvement(weights, original_baseline, best)
         return Progress(
             rounds_recorded=rounds_recorded,
@@ -293,7 +296,26 @@ class Contract:
         return f"validation {validation_status}: the candidate was not measured"
 
 
-CONTRACTS: dict[int, Contract] = {1: Contract()}
+class ChainedContract(Contract):
+    """Version 2: the cumulative improvement chains the same-session ratios of the kept
+    rounds. A KEEP decided on a same-session `reference` moves the best kernel by the ratio
+    candidate / reference of each case, measured in one session; the stored medians of the
+    new best kernel come from that session, the original baseline from another. `chained`
+    carries the best kernel back to the baseline's session: per case the baseline times the
+    product of the kept rounds' ratios (controller.chain), and the cumulative improvement is
+    the weighted improvement of the baseline over it. A run none of whose kept rounds had a
+    reference has `chained` None, and version 2 decides it as version 1, to the bit."""
+
+    version = 2
+    chains = True
+
+    def progress(self, *, chained: Sequence[float] | None = None, **fields: Any) -> Progress:
+        if chained is None:
+            return super().progress(**fields)
+        return super().progress(**{**fields, "best": chained})
+
+
+CONTRACTS: dict[int, Contract] = {1: Contract(), 2: ChainedContract()}
 """Every version of the contract, by number. A new version is added here and decides every
 round recorded from then on (the newest one decides); a stored decision or conclusion
 replays under the version it records, and one that records none is version 1."""

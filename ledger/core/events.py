@@ -332,7 +332,20 @@ class RoundDecided(_UnderContract):
     # the vocabulary entry of `mechanism`/`change`; left out while None, so decisions
     # recorded before the vocabulary (and those of a legacy import) keep their bytes
     mechanism_entry: MechanismEntry | None = None
-    OMITTED: ClassVar[tuple[str, ...]] = ("mechanism_entry",)
+    # contract 2, once a kept round had a same-session reference: per case the factor that
+    # carries the best kernel's stored medians to the original baseline's session (the
+    # cumulative improvement is the chained one), the plain comparison of the best kernel's
+    # medians with the original baseline, and whether those two sides are known to come
+    # from different sessions; left out while None, so every other decision keeps its bytes
+    chain_factors: list[float] | None = None
+    baseline_improvement: float | None = None
+    baseline_across_sessions: bool | None = None
+    OMITTED: ClassVar[tuple[str, ...]] = (
+        "mechanism_entry",
+        "chain_factors",
+        "baseline_improvement",
+        "baseline_across_sessions",
+    )
 
 
 class NoiseMeasured(Event):

@@ -1,6 +1,7 @@
 """What a decision needs beyond the run's projection row, folded from the run's events:
-the latest profile of each kernel, the timings of every round, and the mechanisms of the
-failed rounds since the last diagnosis. Pure: no I/O, no clock.
+the latest profile of each kernel, the timings of every round, the mechanisms of the
+failed rounds since the last diagnosis, and the latest decision's chain factors (contract 2)
+with the original baseline's session. Pure: no I/O, no clock.
 
 There is one reducer, `RunEvidence.apply`, and two reads that use it: the verifier folds
 every event of a run; `record` folds only the events a decision reads, found through the
@@ -57,6 +58,8 @@ class RunEvidence:
     latest: dict[str, Samples] = field(default_factory=dict)
     noise_pairs: list[tuple[Samples, Samples]] = field(default_factory=list)
     references: dict[int, MeasurementsRecorded] = field(default_factory=dict)
+    chain_factors: list[float] | None = None  # the latest decision's (contract 2)
+    baseline_session: dict | None = None  # the session the original baseline names
 
     @classmethod
     def folded(cls, events: Iterable[Event]) -> RunEvidence:
@@ -84,7 +87,10 @@ class RunEvidence:
         elif isinstance(event, MeasurementsRecorded):
             self.measured[event.round] = event
             self.latest[event.kernel_sha256] = _samples(event.measurements)
+            if event.round == 0:
+                self.baseline_session = event.session
         elif isinstance(event, RoundDecided):
+            self.chain_factors = event.chain_factors
             # a round that was not kept counts against the mechanism it changed
             if event.decision != "KEEP" and event.mechanism is not None:
                 self.failed_mechanisms.setdefault(event.mechanism, []).append(event.round)

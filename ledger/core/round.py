@@ -134,12 +134,14 @@ def decision(
     measurements: list[Measurement] | None,
     *,
     recorded: RoundDecided | None = None,
+    contract: int | None = None,
 ) -> RoundDecided:
     """The round's decision: `measurements` are the candidate's (None: it failed validation),
     `evidence` is the run's evidence folded through the round's events before the decision.
 
-    A new decision is made under the newest contract version; a replay passes the stored
-    decision as `recorded`, which is re-derived under the version it records."""
+    A new decision is made under the newest contract version (or `contract`); a replay
+    passes the stored decision as `recorded`, which is re-derived under the version it
+    records."""
     return decide_round(
         view=view,
         submitted=submitted,
@@ -152,7 +154,7 @@ def decision(
             if measurements is not None
             else None
         ),
-        contract=None if recorded is None else recorded.contract,
+        contract=contract if recorded is None else recorded.contract,
         vocabulary=(
             recorded.mechanism_entry.vocabulary
             if recorded is not None and recorded.mechanism_entry is not None
@@ -181,6 +183,7 @@ def round_events(
     profiles: Sequence[ProfileRecorded] = (),
     reference: list[Measurement] | None = None,
     session: dict | None = None,
+    contract: int | None = None,
 ) -> DecidedRound:
     """The events of an admitted round, in the order they are appended: the submission, its
     validation, the candidate's measurements (when validation passed), the profile its
@@ -191,7 +194,8 @@ def round_events(
     `view` is the run before the round and `evidence` the run's evidence before it; each
     event returned is folded into `evidence` as it is made, the decision last. Without
     `vocabulary` the decision records no mechanism entry, as decisions did before the
-    vocabulary existed (the legacy importer's, whose events must hash as they always did)."""
+    vocabulary existed (the legacy importer's, whose events must hash as they always did);
+    `contract` names the contract version to decide under (None: the newest)."""
     candidate = submitted.candidate.sha256
     events: list[Event] = [submitted, validation]
     if measurements is not None and reference is not None:
@@ -229,7 +233,7 @@ def round_events(
     events.extend(profiles)
     for event in events:
         evidence.apply(event)
-    decided = decision(view, submitted, evidence, measurements)
+    decided = decision(view, submitted, evidence, measurements, contract=contract)
     if not vocabulary:
         decided = decided.model_copy(update={"mechanism_entry": None})
     evidence.apply(decided)

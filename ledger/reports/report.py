@@ -129,6 +129,9 @@ class ReportData:
     verification: Verification
     unreadable_events: int
     noise: NoiseSummary
+    # beside a chained cumulative improvement (contract 2): the best kernel's medians
+    # against the original baseline, and whether those sides come from different sessions
+    baseline_comparison: tuple[float, bool] | None = None
 
     @property
     def run_id(self) -> str:
@@ -454,7 +457,17 @@ def _collect(
         verification=verification,
         unreadable_events=unreadable,
         noise=noise_summary(events),
+        baseline_comparison=_baseline_comparison(decided),
     )
+
+
+def _baseline_comparison(decided: dict[int, RoundDecided]) -> tuple[float, bool] | None:
+    """The latest decision's plain comparison with the original baseline, where its
+    cumulative improvement is chained (contract 2, a kept round had a reference)."""
+    last = decided[max(decided)] if decided else None
+    if last is None or last.baseline_improvement is None:
+        return None
+    return last.baseline_improvement, bool(last.baseline_across_sessions)
 
 
 def _standing_conclusion(events: Sequence[Event]) -> RunConcluded | None:

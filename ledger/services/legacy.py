@@ -85,6 +85,10 @@ from ledger.services.building import (
 from ledger.store import audit_store
 from ledger.store.eventstore import ZERO_HASH, Store, StoredEvent, sealed_row
 
+CONTROLLER_CONTRACT = 1
+"""The contract version a folder's rounds and conclusion are imported under: version 1 is
+SPEC 3 as the JSON-file controller applies it (it knows no sessions or references), so an
+import records what the controller decided, byte for byte, whatever version is newest."""
 CONFIG = "optimization-config.json"
 STATE = "state.json"
 ROUNDS = "rounds.json"
@@ -228,7 +232,7 @@ def _replay_folder(
     elif analysis is not None and reopened and analysis.get("round_count") == len(rounds):
         view = replay.view  # a later analyze rewrote analysis.json; the manifest refused it
         assert view is not None
-        _compare_analysis(replay, analysis, conclusion_event(view))
+        _compare_analysis(replay, analysis, conclusion_event(view, CONTROLLER_CONTRACT))
     view = replay.view
     assert view is not None
     _compare_state(replay, files[STATE], view, paths)
@@ -626,6 +630,7 @@ def _round(
         validation=validation,
         measurements=measured,
         vocabulary=False,  # a folder's rounds import as they always did, byte for byte
+        contract=CONTROLLER_CONTRACT,
     )
     _compare_round(replay, label, value, outcome.decided)
     for event in outcome.events:
@@ -781,7 +786,7 @@ def _conclude(
     was written at this point) and the manifest's status."""
     view = replay.view
     assert view is not None
-    event = conclusion_event(view)
+    event = conclusion_event(view, CONTROLLER_CONTRACT)
     if analysis is not None and analysis.get("round_count") == view.run.rounds_recorded:
         _compare_analysis(replay, analysis, event)
     if (

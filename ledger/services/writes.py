@@ -605,7 +605,8 @@ class Writes(Session):
 
 def _scoped_events(conn: Any, view: RunView, scope: DecisionScope) -> list[Event] | None:
     """The events a decision in `scope` reads, in version order, found through the
-    events-by-type index: the plan, the best round's measurements, the latest profile of
+    events-by-type index: the plan, the baseline's and the best round's measurements, the
+    latest decision (its chain factors), the latest profile of
     each kernel, and while the run needs a diagnosis the last diagnosis and the decisions
     after it on a round that was not kept and named a mechanism. None where the run needs
     its evidence events whole (remeasures) or they are not laid out as `plan` and `record`
@@ -626,6 +627,16 @@ def _scoped_events(conn: Any, view: RunView, scope: DecisionScope) -> list[Event
     if measured is None:
         return None
     wanted = {1, measured}
+    baseline = readmodel.nth_version(conn, run_id, "MeasurementsRecorded", 1)
+    if baseline is not None:  # its session, beside the chained cumulative improvement
+        wanted.add(baseline)
+    if view.run.rounds_recorded:  # the latest decision: the chain factors it carries
+        last = readmodel.last_version_before(
+            conn, run_id, "RoundDecided", view.run.stream_version + 1
+        )
+        if last is None:
+            return None
+        wanted.add(last)
     if scope.failures:
         diagnoses = [version for version, kind in rare if kind == "DiagnosisRecorded"]
         after = diagnoses[-1] if diagnoses else 0

@@ -206,3 +206,119 @@ def test_a_sequential_round_replays_under_the_rule_it_was_recorded_by(cli, tmp_p
     shown = cli("show", "--run", "softmax-demo-001", "--round", "1", "--json").json()
     assert shown["decision"]["statistics"]["sequential"]["unpaired_best"] == "first-n"
     assert cli("verify").exit_code == 0
+
+
+def _median_gain(weights, before, after) -> float:
+    total = sum(weights)
+    return sum(w / total * (b - a) / b for w, b, a in zip(weights, before, after, strict=True))
+
+
+def _medians(rows: list[dict]) -> list[float]:
+    return [float(np.median(r["samples_us"])) for r in rows]
+
+
+def test_cumulative_improvement_chains_the_same_session_ratios_of_kept_rounds(
+    cli, campaign, tmp_path
+):
+    """Round 1 is measured in a session where the parent runs 5% slower than in the
+    baseline's: against the baseline the candidate's medians gain 8%, against the parent
+    measured beside it 12.4%. The cumulative improvement chains the same-session ratio (the
+    10% target is met, and the run passes); the plain comparison is shown beside it, marked
+    as sides of different sessions. Round 2 chains on."""
+    _plan(cli, campaign)  # baseline measured in session s-plan on GPU-0
+    weights = [w for _, w in campaign.cases]
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    reference = _rows(campaign, 1.05, 50, 51)
+    body, decided = _record(
+        cli,
+        campaign,
+        measurements=_rows(campaign, 0.92, 50, 41),
+        reference={"kernel_sha256": parent, "measurements": reference},
+        session={"id": "s-1", "device": "GPU-1"},
+    )
+    assert (body["decision"], decided["statistics"]["sides"]) == ("KEEP", "reference")
+    assert decided["contract"] == 2
+    cases = cli("status", "--run", campaign.run_id, "--json").json()["cases"]
+    baseline = [c["baseline_median_us"] for c in cases]
+    candidate = decided["candidate_medians_us"]
+    # each case's chain factor is best / reference, the best being the baseline here
+    factors = [b / r for b, r in zip(baseline, _medians(reference), strict=True)]
+    assert decided["chain_factors"] == factors
+    chained = [c * f for c, f in zip(candidate, factors, strict=True)]
+    assert decided["cumulative_improvement"] == _median_gain(weights, baseline, chained)
+    assert abs(decided["cumulative_improvement"] - decided["relative_improvement"]) < 1e-12
+    assert decided["baseline_improvement"] == _median_gain(weights, baseline, candidate)
+    assert 0.07 < decided["baseline_improvement"] < 0.09
+    assert decided["cumulative_improvement"] > 0.10  # the target: met on the chain alone
+    assert decided["baseline_across_sessions"] is True and decided["target_met"] is True
+
+    status = cli("status", "--run", campaign.run_id, "--json").json()
+    assert status["run"]["cumulative_improvement"] == decided["cumulative_improvement"]
+    assert status["baseline_comparison"] == {
+        "improvement": decided["baseline_improvement"],
+        "across_sessions": True,
+    }
+    text = cli("status", "--run", campaign.run_id).stdout
+    assert "chained over the kept rounds' same-session references" in text
+    assert "sides from different sessions" in text
+
+    # round 2: 4% faster than round 1's kernel measured beside it, in another session
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    reference = _rows(campaign, 0.90, 50, 71)
+    body, second = _record(
+        cli,
+        campaign,
+        measurements=_rows(campaign, 0.90 * 0.96, 50, 61),
+        reference={"kernel_sha256": parent, "measurements": reference},
+        session={"id": "s-2", "device": "GPU-1"},
+    )
+    assert body["decision"] == "KEEP"
+    best = second["best_before"]["medians_us"]
+    assert best == candidate
+    assert second["chain_factors"] == [
+        f * b / r for f, b, r in zip(factors, best, _medians(reference), strict=True)
+    ]
+    chained = [c * f for c, f in zip(second["candidate_medians_us"], second["chain_factors"],
+                                     strict=True)]  # fmt: skip
+    assert second["cumulative_improvement"] == _median_gain(weights, baseline, chained)
+
+    html = tmp_path / "report.html"
+    assert cli("report", "--run", campaign.run_id, "--html", html).exit_code == 0
+    assert "medians against the original baseline" in html.read_text()
+    analyzed = cli("analyze", "--run", campaign.run_id, "--output-dir", tmp_path / "out", "--json")
+    assert analyzed.json()["status"] == "passed"
+    verified = cli("verify", "--json")
+    assert verified.exit_code == 0, verified.stdout
+
+
+def test_a_reference_keep_recorded_under_contract_1_replays_unchained(cli, tmp_path, monkeypatch):
+    """tests/fixtures/ledgers/0008-reference-keep.sqlite3 was recorded under contract 1: its
+    KEEP on a same-session reference left the cumulative improvement at the best kernel's
+    medians against the original baseline (+8.0%, the 10% target not met) and the run
+    concluded inconclusive. It verifies as recorded; the same inputs recorded now chain the
+    reference's ratio (+12.4%) and meet the target."""
+    import shutil
+    from pathlib import Path
+
+    from conftest import CliRunner
+
+    root = Path(__file__).resolve().parents[2]
+    fixture = root / "tests" / "fixtures" / "ledgers" / "0008-reference-keep"
+    monkeypatch.chdir(root)
+    old = tmp_path / "old.sqlite3"
+    shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
+    before = CliRunner(f"sqlite:///{old}")
+    assert before("verify").exit_code == 0
+    status = before("status", "--run", "softmax-demo-001", "--json").json()
+    assert (status["run"]["conclusion"], status["run"]["target_met"]) == ("inconclusive", False)
+    assert 0.079 < status["run"]["cumulative_improvement"] < 0.081
+    assert status["baseline_comparison"] is None
+
+    assert cli("plan", "--config", fixture / "config.json").exit_code == 0
+    now = cli("record", "--run", "softmax-demo-001", "--result", fixture / "round-1.json", "--json")
+    assert now.exit_code == 0, now.stderr
+    assert (now.json()["decision"], now.json()["target_met"]) == ("KEEP", True)
+    status = cli("status", "--run", "softmax-demo-001", "--json").json()
+    assert 0.123 < status["run"]["cumulative_improvement"] < 0.125
+    assert status["baseline_comparison"]["across_sessions"] is True
+    assert 0.079 < status["baseline_comparison"]["improvement"] < 0.081

@@ -1,8 +1,8 @@
 """The contract is versioned (ledger/core/decide.py): a new decision is made under the newest
 version and records it; a stored decision or conclusion replays under the version it records,
-and one that records none is version 1. A made-up version 2 shows it: added to the public
+and one that records none is version 1. A made-up version 3 shows it: added to the public
 registry `decide.CONTRACTS`, it decides what is recorded from then on, while the golden
-ledger and the rounds recorded before it still verify under version 1."""
+ledger and the rounds recorded before it still verify under the versions they record."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from ledger.core import decide, projections
 from ledger.core.controller import conclusion_as_recorded, conclusion_event
-from ledger.core.decide import Contract, Decision, Grounds, Objective
+from ledger.core.decide import ChainedContract, Contract, Decision, Grounds, Objective
 from ledger.core.events import (
     MeasurementsRecorded,
     RoundDecided,
@@ -32,10 +32,10 @@ RUN = "softmax-demo-001"
 OBJ = Objective(0.10, min_relative_improvement=0.01, noise_floor=0.005, max_case_regression=0.02)
 
 
-class TwiceTheFloor(Contract):
-    """A made-up version 2: a change smaller than twice the noise floor is noise."""
+class TwiceTheFloor(ChainedContract):
+    """A made-up version 3: a change smaller than twice the noise floor is noise."""
 
-    version = 2
+    version = 3
 
     def decision(self, improvement: float, regression: float, objective: Objective) -> Decision:
         if abs(improvement) < 2 * objective.noise_floor:
@@ -56,15 +56,17 @@ class TwiceTheFloor(Contract):
 
 
 @pytest.fixture
-def version_two(monkeypatch):
-    monkeypatch.setitem(decide.CONTRACTS, 2, TwiceTheFloor())
+def version_three(monkeypatch):
+    monkeypatch.setitem(decide.CONTRACTS, 3, TwiceTheFloor())
 
 
-def test_version_one_is_the_only_version_today():
-    """The day a rule changes, it gets version 2 and this test a line for it."""
-    assert sorted(decide.CONTRACTS) == [1]
-    assert decide.contract().version == 1
+def test_the_versions_today_are_one_and_two():
+    """The day a rule changes, it gets the next version and this test a line for it.
+    Version 2 chains the cumulative improvement over same-session references."""
+    assert sorted(decide.CONTRACTS) == [1, 2]
+    assert decide.contract().version == 2
     assert type(decide.contract(1)) is Contract
+    assert type(decide.contract(2)) is ChainedContract
 
 
 @pytest.mark.parametrize(
@@ -78,33 +80,34 @@ def test_version_one_is_the_only_version_today():
         (-0.5, -0.1, Decision.DISCARD, Decision.DISCARD),
     ],
 )
-def test_each_version_decides_by_its_own_rule(version_two, improvement, regression, one, two):
+def test_each_version_decides_by_its_own_rule(version_three, improvement, regression, one, two):
     assert decide.contract(1).decision(improvement, regression, OBJ) is one
-    assert decide.contract(2).decision(improvement, regression, OBJ) is two
+    assert decide.contract(2).decision(improvement, regression, OBJ) is one
+    assert decide.contract(3).decision(improvement, regression, OBJ) is two
     # the newest version decides what is decided now (record, the dry-run decide)
-    assert decide.contract().version == 2
+    assert decide.contract().version == 3
     assert decide.contract_decision(improvement, regression, OBJ) is two
 
 
-def test_each_version_words_its_own_outcome(version_two):
+def test_each_version_words_its_own_outcome(version_three):
     one = decide.contract(1).grounds(Decision.DISCARD, 0.006, 0.0, OBJ)
     assert (one.rule, one.sentence()) == (
         "min-improvement",
         "DISCARD: I = +0.60% is below the minimum improvement 1.00%.",
     )
-    two = decide.contract(2).grounds(Decision.NOISE, 0.006, 0.0, OBJ)
+    two = decide.contract(3).grounds(Decision.NOISE, 0.006, 0.0, OBJ)
     assert two.sentence() == "NOISE: |I| = 0.60% is below twice the noise floor, 1.00%."
 
 
 def test_an_unknown_version_is_refused_with_the_versions_known():
-    with pytest.raises(ValueError, match=r"contract version 3 is not known .*\(1\)$"):
-        decide.contract(3)
+    with pytest.raises(ValueError, match=r"contract version 4 is not known .*\(1, 2\)$"):
+        decide.contract(4)
     stored = _golden_payloads("RoundDecided")[0]
-    with pytest.raises(ValueError, match="contract version 3 is not known"):
-        load_event("RoundDecided", 1, {**stored, "contract": 3})
+    with pytest.raises(ValueError, match="contract version 4 is not known"):
+        load_event("RoundDecided", 1, {**stored, "contract": 4})
 
 
-def test_version_one_is_recorded_by_leaving_the_key_out(version_two):
+def test_version_one_is_recorded_by_leaving_the_key_out():
     """So every decision recorded before versions existed, and every one under version 1
     since, has the very bytes it had; a later version is written."""
     stored = _golden_payloads("RoundDecided")[0]
@@ -119,10 +122,10 @@ def test_version_one_is_recorded_by_leaving_the_key_out(version_two):
     assert load_event("RunConcluded", 1, concluded).payload() == concluded
 
 
-def test_the_golden_ledger_replays_under_version_one_after_version_two_exists(
-    version_two, tmp_path
+def test_the_golden_ledger_replays_under_version_one_after_later_versions_exist(
+    version_three, tmp_path
 ):
-    # version 2 would not have made the decisions the golden ledger holds
+    # version 3 would not have made the decisions the golden ledger holds
     measured = [
         d
         for d in map(RoundDecided.model_validate, _golden_payloads("RoundDecided"))
@@ -131,7 +134,7 @@ def test_the_golden_ledger_replays_under_version_one_after_version_two_exists(
     differ = [
         d
         for d in measured
-        if decide.contract(2).decision(
+        if decide.contract(3).decision(
             d.relative_improvement, d.worst_case_regression, Objective.of(d.objective)
         )
         != (d.statistics or {}).get("contract_decision", d.decision)
@@ -156,14 +159,14 @@ def test_a_run_recorded_across_a_new_version_replays_each_round_under_its_own(
     assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
     assert _record(cli, 1) == "KEEP"
     assert _record(cli, 2) == "DISCARD"  # I +0.57%: above the floor 0.50%, below the minimum
-    monkeypatch.setitem(decide.CONTRACTS, 2, TwiceTheFloor())
+    monkeypatch.setitem(decide.CONTRACTS, 3, TwiceTheFloor())
     assert [_record(cli, n) for n in (3, 4, 5)] == ["NOISE", "FAIL", "KEEP"]
     analyzed = cli("analyze", "--run", RUN, "--output-dir", tmp_path / "out", "--json")
     assert analyzed.exit_code == 0, analyzed.stderr
 
     versions = [(e["event_type"], e["payload"].get("contract")) for e in _events(url)]
-    assert [v for t, v in versions if t == "RoundDecided"] == [None, None, 2, 2, 2]
-    assert [v for t, v in versions if t == "RunConcluded"] == [2]
+    assert [v for t, v in versions if t == "RoundDecided"] == [2, 2, 3, 3, 3]
+    assert [v for t, v in versions if t == "RunConcluded"] == [3]
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
     shown = cli("show", "--run", RUN, "--round", "2", "--json").json()
@@ -176,17 +179,17 @@ def test_a_run_recorded_across_a_new_version_replays_each_round_under_its_own(
         "NOISE: |I| = 0.15% is below twice the noise floor, 1.00%."
     )
 
-    # a kernel-ledger that knows only version 1 refuses what it cannot replay
-    monkeypatch.delitem(decide.CONTRACTS, 2)
+    # a kernel-ledger that knows only versions 1 and 2 refuses what it cannot replay
+    monkeypatch.delitem(decide.CONTRACTS, 3)
     refused = cli("verify", "--json")
     assert refused.exit_code == 1
     failure = refused.json()["first_failure"]
     assert failure["check"] == "payload"
-    assert "contract version 2 is not known to this kernel-ledger (1)" in failure["reason"]
+    assert "contract version 3 is not known to this kernel-ledger (1, 2)" in failure["reason"]
 
 
 def test_a_conclusion_before_any_round_may_rest_on_either_reading_under_version_one_only(
-    version_two,
+    version_three,
 ):
     """Before migration 0008 a target of 0 counted as met from the plan on; version-1
     conclusions do not say which reading they were drawn under, a later version's do."""
@@ -197,12 +200,12 @@ def test_a_conclusion_before_any_round_may_rest_on_either_reading_under_version_
     view = projections.apply(None, 1, "t", plan.model_copy(update={"objective": zero}))
     view = projections.apply(view, 2, "t", baseline)  # and analyzed at once
     today = conclusion_event(view)
-    assert (today.contract, today.conclusion, today.target_met) == (2, "inconclusive", False)
+    assert (today.contract, today.conclusion, today.target_met) == (3, "inconclusive", False)
     earlier = today.model_copy(update={"conclusion": "passed", "target_met": True})
-    for version in (1, 2):
+    for version in (1, 2, 3):
         assert conclusion_as_recorded(view, today.model_copy(update={"contract": version}))
     assert conclusion_as_recorded(view, earlier.model_copy(update={"contract": 1}))
-    assert not conclusion_as_recorded(view, earlier)  # recorded under version 2
+    assert not conclusion_as_recorded(view, earlier)  # recorded under version 3
 
 
 def _record(cli: CliRunner, n: int) -> str:
