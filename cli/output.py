@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.inputs.jsonio import plural  # noqa: F401  (the commands take it from here)
@@ -44,6 +44,27 @@ def say(text: str = "") -> None:
 def progress(text: str) -> None:
     sys.stderr.write(text)
     sys.stderr.flush()
+
+
+def progress_line(as_json: bool, line: Callable[[int, int], str | None]):
+    """`on_progress(done, total)` drawing `line(done, total)` over itself on stderr (never
+    with --json, never when stderr is not a terminal; nothing while `line` gives None), and
+    a function that ends the line where one was drawn."""
+    if as_json or not sys.stderr.isatty():
+        return None, lambda: None
+    drawn = [False]
+
+    def on_progress(done: int, total: int) -> None:
+        text = line(done, total)
+        if text is not None:
+            drawn[0] = True
+            progress(text)
+
+    def finish() -> None:
+        if drawn[0]:
+            progress("\n")
+
+    return on_progress, finish
 
 
 def error(
