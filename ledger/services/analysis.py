@@ -159,25 +159,15 @@ def analysis_document(view: RunView, plan: RunPlanned, *, last_event_hash: str) 
         "kept_rounds": [r.round for r in view.rounds if r.decision == "KEEP"],
         "round_count": run.rounds_recorded,
         "needs_diagnosis": run.needs_diagnosis,
-        "cases": [
-            {
-                "case_id": c.case_id,
-                "weight": c.weight,
-                "baseline_median_us": c.baseline_median_us,
-                "best_median_us": c.best_median_us,
-            }
-            for c in view.cases
-        ],
-        "rounds": [_round(r) for r in view.rounds],
+        "cases": [_row(c, "run_id", "position") for c in view.cases],
+        "rounds": [_row(r, "run_id", "op_name", "soc") for r in view.rounds],
         "ledger": {"events": run.stream_version, "last_event_hash": last_event_hash},
     }
 
 
-def _round(row) -> dict[str, Any]:
-    data = as_dict(row)
-    for key in ("run_id", "op_name", "soc"):
-        data.pop(key)
-    return data
+def _row(row: Any, *left_out: str) -> dict[str, Any]:
+    """A projection row as analysis.json gives it: its columns, but what the run says."""
+    return {key: value for key, value in as_dict(row).items() if key not in left_out}
 
 
 def _pct(value: float | None) -> str:
