@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.inputs.jsonio import plural  # noqa: F401  (the commands take it from here)
+from ledger.text import pct  # noqa: F401  (the commands take it from here)
 
 EXIT_INTERNAL = 70
 
@@ -123,10 +124,6 @@ def diagnose_hint(run_id: str) -> str:
         f"NEEDS DIAGNOSIS: profile again, then record a new bottleneck model with "
         f"kernel-ledger diagnose --run {run_id} --bottleneck CLASS --evidence TEXT"
     )
-
-
-def pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
 
 
 def not_found_keys(result) -> dict[str, list[str]]:
