@@ -59,10 +59,13 @@ def say_show(out: Outcome, args) -> None:
         say(f"  profile{case} ({p['format']}): bottleneck {attribution.get('bottleneck')}")
         say_profile_notes(attribution, "    ")
     if decision:
+        from ledger.core.actors import describe
+
         say(
             f"  decision: {decision['decision']}  I {pct(decision['relative_improvement'])}  "
             f"R {pct(decision['worst_case_regression'])}"
         )
+        say(f"  recorded by: {describe(detail.get('actor'))}")
         check = decision.get("mechanism_check")
         if check:
             say(f"  mechanism check: {check['metric']} {check['direction']} — {_verdict(check)}")
@@ -118,8 +121,8 @@ COMMAND = Command(
     {"run": run_option(), "round": round_option("The round (0: baseline).", required=True)},
     returns="`status`, `run_id`, `round`, `submitted`, `validation`, `measurements` (with "
     "its `session`), `reference` (where the round carried one), `profiles`, `decision` (the "
-    "stored events' payloads), `explanation` {rule, sentence, worst_case, flags {flag: "
-    "meaning}}",
+    "stored events' payloads), `actor` (who recorded the decision, or null), `explanation` "
+    "{rule, sentence, worst_case, flags {flag: meaning}}",
     tool=True,
     one_shot=True,
 )

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger.core import decide
+from ledger.core.actors import parsed
 from ledger.core.events import RoundDecided, RunPlanned, ValidationLinked
 from ledger.core.evidence import RunEvidence
 from ledger.core.projections import RunView
@@ -62,6 +63,8 @@ class Queries(Session):
                 round_no > 0 or key in ("validation", "measurements", "reference")
             ):
                 detail[key] = payload
+                if key == "decision":  # who recorded it (null before actors were recorded)
+                    detail["actor"] = parsed(record.actor)
         if round_no > 0 and "decision" not in detail:
             raise InputError(f"run {run_id!r} has no round {round_no}")
         if "decision" in detail:

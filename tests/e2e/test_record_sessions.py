@@ -206,6 +206,7 @@ def test_a_sequential_round_replays_under_the_rule_it_was_recorded_by(cli, tmp_p
     old = tmp_path / "old.sqlite3"
     shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
     before = CliRunner(f"sqlite:///{old}")
+    assert before("db", "upgrade").exit_code == 0
     assert before("verify").exit_code == 0
     recorded = before("show", "--run", "softmax-demo-001", "--round", "1", "--json").json()
     assert recorded["decision"]["decision"] == "KEEP"
@@ -320,6 +321,7 @@ def test_a_reference_keep_recorded_under_contract_1_replays_unchained(cli, tmp_p
     old = tmp_path / "old.sqlite3"
     shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
     before = CliRunner(f"sqlite:///{old}")
+    assert before("db", "upgrade").exit_code == 0
     assert before("verify").exit_code == 0
     status = before("status", "--run", "softmax-demo-001", "--json").json()
     assert (status["run"]["conclusion"], status["run"]["target_met"]) == ("inconclusive", False)
