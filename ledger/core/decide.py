@@ -314,6 +314,12 @@ CONTRACTS: dict[int, Contract] = {1: Contract(), 2: ChainedContract()}
 round recorded from then on (the newest one decides); a stored decision or conclusion
 replays under the version it records, and one that records none is version 1."""
 
+CONTROLLER_CONTRACT = 1
+"""The version the JSON-file controller's runs are decided under, whatever version is
+newest: version 1 is SPEC 3 as the controller applies it (it knows no sessions or
+references). `import --legacy` and the drop-in `triton-optimization` record under it, so a
+run folder's rounds and conclusion hash as its replay always gave them."""
+
 
 def known_version(version: int) -> int:
     """`version` when it is a version of `CONTRACTS`; else a ValueError naming those known."""
