@@ -276,22 +276,22 @@ def test_the_measurements_file_declares_its_session(cli, monkeypatch, tmp_path):
     doc["session"] = doc.pop("sesion")
     aa.write_text(json.dumps(doc))
     assert cli("noise", "--run", RUN, "--measurements", aa, "--strict").exit_code == 0
-    from ledger.store.eventstore import Store
-
-    store = Store(cli.db_url)
-    with store.transaction() as conn:
-        stream = store.read_stream(conn, RUN, types=("NoiseMeasured",))
-    store.close()
-    assert stream[-1].payload_value()["session"]["id"] == "s-2"
+    assert last_remeasure_session(cli.db_url)["id"] == "s-2"
     doc["session"] = "aa-2"  # an id alone, as the H200 campaign's A/A files write it
     aa.write_text(json.dumps(doc))
     assert cli("noise", "--run", RUN, "--measurements", aa, "--strict").exit_code == 0
-    store = Store(cli.db_url)
+    assert last_remeasure_session(cli.db_url)["id"] == "aa-2"
+    assert cli("verify").exit_code == 0
+
+
+def last_remeasure_session(db_url: str) -> dict:
+    from ledger.store.eventstore import Store
+
+    store = Store(db_url)
     with store.transaction() as conn:
         stream = store.read_stream(conn, RUN, types=("NoiseMeasured",))
     store.close()
-    assert stream[-1].payload_value()["session"]["id"] == "aa-2"
-    assert cli("verify").exit_code == 0
+    return stream[-1].payload_value()["session"]
 
 
 # --- 8. one channel with --json -----------------------------------------------------------
