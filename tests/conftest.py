@@ -21,6 +21,12 @@ from campaign import Campaign
 
 BACKENDS = ("sqlite", "postgresql")
 
+# Who every test appends as (ledger/core/actors.py): pinned, so that a fresh ledger hashes
+# the same on every machine; subprocesses inherit it. PostgreSQL's db_role is the database's.
+os.environ.setdefault("KERNEL_LEDGER_ACTOR", "test-suite")
+os.environ.setdefault("KERNEL_LEDGER_TEST_OS_USER", "tester")
+os.environ.setdefault("KERNEL_LEDGER_TEST_HOST", "test-host")
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:

@@ -50,9 +50,11 @@ events = Table(
     Column("payload", LargeBinary, nullable=False),
     Column("parent_hash", String(64), nullable=False),
     Column("event_hash", String(64), nullable=False),
+    Column("actor", Text),  # 0009: who appended it (ledger/core/actors.py); None before
     UniqueConstraint("event_id"),
     UniqueConstraint("stream_id", "stream_version"),
     Index(None, "stream_id", "event_type", "stream_version"),  # 0005: record's reads by type
+    Index(None, "stream_id", "event_type", "recorded_at", "actor"),  # 0009: a decision's actor
     CheckConstraint("seq >= 1", name="seq_positive"),
     CheckConstraint("stream_version >= 1", name="version_positive"),
 )

@@ -363,6 +363,7 @@ def test_import_refuses_a_damaged_bundle_and_writes_nothing(built, db_url, tmp_p
         if damage != "payload-altered":
             fields = {k: event[k] for k in audit_kit.COLUMNS if k not in ("seq", "event_hash")}
             fields["payload"] = rfc8785.dumps(event["payload"])
+            fields["actor"] = rfc8785.dumps(event["actor"]).decode()
             event["event_hash"] = audit_kit.event_hash(**fields)
         lines[4] = bundle._line(event)
         out.write_bytes(b"".join(lines))

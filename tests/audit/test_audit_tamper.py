@@ -89,6 +89,8 @@ def _field_change(rng: random.Random, column: str, old, events):
         return len(events) + rng.randrange(1, 1000)
     if column == "stream_version":
         return max(1, old + rng.choice((-2, -1, 1, 2, 10)))
+    if column == "actor":  # another user claimed, or another label
+        return old.replace(rng.choice(('"tester"', '"test-suite"')), '"mallory"')
     return old + rng.choice((-1, 1))  # schema_version
 
 

@@ -80,6 +80,18 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
     assert abs(decided["relative_improvement"] - 0.05) < 0.01
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
+    # show names the round's session and gives the reference beside the candidate
+    shown = cli("show", "--run", campaign.run_id, "--round", "2", "--json").json()
+    assert shown["measurements"]["role"] == "candidate"
+    session = shown["measurements"]["session"]
+    assert (session["id"], session["device"]) == ("s-round-2", "GPU-1")
+    assert shown["reference"]["role"] == "reference"
+    assert shown["reference"]["kernel_sha256"] == parent
+    text = cli("show", "--run", campaign.run_id, "--round", "2").stdout
+    assert "  session:    s-round-2 (device GPU-1)\n" in text
+    assert "the parent kernel, measured beside the candidate in its session" in text
+    assert "reference µs" in text
+    assert "reference" not in cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
 
 
 def test_a_reference_of_another_kernel_is_refused(cli, campaign):
@@ -194,6 +206,7 @@ def test_a_sequential_round_replays_under_the_rule_it_was_recorded_by(cli, tmp_p
     old = tmp_path / "old.sqlite3"
     shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
     before = CliRunner(f"sqlite:///{old}")
+    assert before("db", "upgrade").exit_code == 0
     assert before("verify").exit_code == 0
     recorded = before("show", "--run", "softmax-demo-001", "--round", "1", "--json").json()
     assert recorded["decision"]["decision"] == "KEEP"
@@ -308,6 +321,7 @@ def test_a_reference_keep_recorded_under_contract_1_replays_unchained(cli, tmp_p
     old = tmp_path / "old.sqlite3"
     shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
     before = CliRunner(f"sqlite:///{old}")
+    assert before("db", "upgrade").exit_code == 0
     assert before("verify").exit_code == 0
     status = before("status", "--run", "softmax-demo-001", "--json").json()
     assert (status["run"]["conclusion"], status["run"]["target_met"]) == ("inconclusive", False)
