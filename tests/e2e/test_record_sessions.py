@@ -91,7 +91,15 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
     assert "  session:    s-round-2 (device GPU-1)\n" in text
     assert "the parent kernel, measured beside the candidate in its session" in text
     assert "reference µs" in text
+    assert "(no drift widened it: both sides were measured in one session)" in text
     assert "reference" not in cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
+    # round 1's sides came from different sessions and the run has no A/A pairs: it says
+    # the assumed drift widened it, not that nothing did
+    text = cli("show", "--run", campaign.run_id, "--round", "1").stdout
+    assert (
+        "(the sides come from different sessions: the assumed drift sigma 2.00% widened it; "
+        "0 A/A pairs usable, 5 needed to estimate it)"
+    ) in text
     # history finds a round by the session its candidate was measured in
     found = cli("history", "--session", "s-round-2", "--json").json()
     assert [(r["run_id"], r["round"], r["session_id"]) for r in found["rounds"]] == [
