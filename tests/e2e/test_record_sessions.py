@@ -106,6 +106,18 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
         (campaign.run_id, 2, "s-round-2")
     ]
     assert cli("history", "--session", "s-other", "--json").json()["count"] == 0
+    # compare says its medians come from two sessions and which round a reference decided
+    compared = cli("compare", "--run", campaign.run_id, "--round", "1", "--round", "2")
+    assert compared.exit_code == 0
+    assert compared.stdout.endswith(
+        "note: these are the medians each round recorded, in two sessions (s-round-1, "
+        "s-round-2); no drift between them is accounted for\n"
+        f"note: round 2 was decided against its parent measured in its own session "
+        f"(kernel-ledger show --run {campaign.run_id} --round 2)\n"
+    )
+    body = cli("compare", "--run", campaign.run_id, "--round", "1", "--round", "2", "--json")
+    assert body.json()["sessions"] == ["s-round-1", "s-round-2"]
+    assert body.json()["decided_on_reference"] == [2]
     listed = cli("history", "--run", campaign.run_id).stdout
     assert "session" in listed.splitlines()[0] and "s-round-1" in listed
 
