@@ -63,6 +63,8 @@ def say_check_merge(out: Outcome, args) -> None:
         say(f"  - {reason}")
     for note_text in result.notes:
         say(f"  note: {note_text}")
+    for line in result.recorded_by():
+        say(f"  {line}")
 
 
 COMMAND = Command(
@@ -89,6 +91,8 @@ COMMAND = Command(
     },
     returns="`status` (ok or failed), `run_id`, `kernel` {path, sha256}, `best_kernel_sha256`, "
     "`best_round`, `conclusion`, `checks` {concluded, kernel, verify, checkpoint, artifacts}, "
-    "`reasons`, `notes`, `verification`, `artifacts`; with --markdown also `markdown`",
+    "`reasons`, `notes`, `verification`, `artifacts`, `decisions` [{round, decision, actor}] "
+    "and `concluded_by` (who recorded each; an actor is null before actors were recorded); "
+    "with --markdown also `markdown`",
     tool=True,
 )

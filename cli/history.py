@@ -24,11 +24,13 @@ def history(
     like_profile: str | None,
     kernel_name: str | None,
     search: str | None,
+    actor: str | None,
+    session: str | None,
     since: str | None,
     until: str | None,
     limit: int | None,
 ) -> Outcome:
-    from ledger.store.history import RoundFilter, list_runs, query_rounds
+    from ledger.store.history import RoundFilter, decision_actors, list_runs, query_rounds
 
     if like_profile is not None:
         return _like_profile(env, like_profile, kernel_name, limit or 10)
@@ -44,6 +46,8 @@ def history(
         decision=decision,
         mechanism=None if entry else mechanism,
         search=search,
+        actor=actor,
+        session=session,
         since=_date(since, "--since"),
         until=_date(until, "--until"),
         limit=None if entry else limit,
@@ -58,6 +62,7 @@ def history(
 
             rows = [r for r in rows if entry_of(r) == entry][:limit]
         runs = {r.run_id: r for r in list_runs(conn)} if rows else {}
+        actors = decision_actors(conn, rows) if rows else {}
     # the text says why, from the stored decisions; JSON gives each round's `reason`
     why = (
         {}
@@ -68,9 +73,11 @@ def history(
         {
             "status": "ok",
             "count": len(rows),
-            "rounds": [round_document(r, runs.get(r.run_id)) for r in rows],
+            "rounds": [
+                round_document(r, runs.get(r.run_id), actors.get((r.run_id, r.round))) for r in rows
+            ],
         },
-        (rows, why),
+        (rows, why, actors),
     )
 
 
@@ -80,17 +87,20 @@ def _date(value: str | None, flag: str) -> str | None:
     return None if value is None else utc_bound(value, flag)
 
 
-def round_document(row, run) -> dict[str, Any]:
+def round_document(row, run, actor: str | None = None) -> dict[str, Any]:
     """A decided round as history --json gives it: the projection row with `flags` a list,
-    `start_signals` an object, and `reason`, the decision's grounds in one sentence."""
+    `start_signals` an object, `reason`, the decision's grounds in one sentence, and
+    `actor`, who recorded the decision (null before actors were recorded)."""
     import json
 
+    from ledger.core.actors import parsed
     from ledger.core.projections import as_dict
 
     doc = as_dict(row)
     doc["flags"] = [f for f in (row.flags or "").split(",") if f]
     doc["start_signals"] = json.loads(row.start_signals) if row.start_signals else None
     doc["reason"] = decision_reason(row, run)
+    doc["actor"] = parsed(actor)
     return doc
 
 
@@ -111,7 +121,7 @@ def _like_profile(env: Env, path: str, kernel_name: str | None, limit: int) -> O
     from ledger.core.bottleneck import classify
     from ledger.core.similar import rank
     from ledger.inputs.profiles import load_profile
-    from ledger.store.history import list_runs, rounds_with_bottleneck
+    from ledger.store.history import decision_actors, list_runs, rounds_with_bottleneck
 
     parsed = load_profile(Path(path), kernel_name=kernel_name)
     attribution = classify(parsed.signals, attributes=parsed.attributes)
@@ -119,7 +129,8 @@ def _like_profile(env: Env, path: str, kernel_name: str | None, limit: int) -> O
     with store.transaction() as conn:
         candidates = rounds_with_bottleneck(conn, str(attribution.bottleneck), 500)
         runs = {r.run_id: r for r in list_runs(conn)} if candidates else {}
-    similar = rank(parsed.signals, candidates, limit)
+        similar = rank(parsed.signals, candidates, limit)
+        actors = decision_actors(conn, [s.row for s in similar]) if similar else {}
     return Outcome(
         {
             "status": "ok",
@@ -128,7 +139,9 @@ def _like_profile(env: Env, path: str, kernel_name: str | None, limit: int) -> O
             "count": len(similar),
             "rounds": [
                 {
-                    **round_document(s.row, runs.get(s.row.run_id)),
+                    **round_document(
+                        s.row, runs.get(s.row.run_id), actors.get((s.row.run_id, s.row.round))
+                    ),
                     "distance": s.distance,
                     "shared_signals": s.shared_signals,
                 }
@@ -143,13 +156,17 @@ def say_history(out: Outcome, args) -> None:
     if args.like_profile is not None:
         _say_like_profile(*out.value)
         return
-    rows, why = out.value
+    rows, why, actors = out.value
     if not rows:
         say("no rounds match")
         return
+    from ledger.core.actors import describe, parsed
+
+    sessions = any(r.session_id for r in rows)  # a column only where a round names one
     say(
         table(
-            ["run", "round", "decision", "I", "R", "cumulative", "change", "recorded"],
+            ["run", "round", "decision", "I", "R", "cumulative", "change", "recorded", "by",
+             *(["session"] if sessions else [])],
             [
                 (
                     r.run_id,
@@ -160,11 +177,13 @@ def say_history(out: Outcome, args) -> None:
                     pct(r.cumulative_improvement),
                     r.change,
                     r.recorded_at[:19] + "Z",
+                    describe(parsed(actors.get((r.run_id, r.round)))),
+                    *([r.session_id or "-"] if sessions else []),
                 )
                 for r in rows
             ],
         )
-    )
+    )  # fmt: skip
     say("why:")
     for r in rows:
         found = why.get((r.run_id, r.round))
@@ -218,7 +237,8 @@ COMMAND = Command(
         ),
         "mechanism": Option(
             "Only rounds that changed this mechanism: an entry of the mechanism vocabulary "
-            "(docs/mechanisms.md; every round it classifies so), else the mechanism's exact name.",
+            "(the skill's references/mechanisms.md lists them; every round it classifies so), else "
+            "the mechanism's exact name.",
             metavar="NAME",
         ),
         "like_profile": Option(
@@ -230,12 +250,23 @@ COMMAND = Command(
         "search": Option(
             "Only rounds with this text in their hypothesis or change.", metavar="TEXT"
         ),
+        "actor": Option(
+            "Only rounds whose decision was recorded by this actor: its database role, OS "
+            "user or KERNEL_LEDGER_ACTOR label (the whole name, letter case aside).",
+            metavar="NAME",
+        ),
+        "session": Option(
+            "Only rounds whose candidate was measured in this session (the `session.id` of "
+            "its measurements).",
+            metavar="ID",
+        ),
         "since": Option("Only rounds recorded at or after this UTC date or time.", metavar="WHEN"),
         "until": Option("Only rounds recorded before this UTC date or time.", metavar="WHEN"),
         "limit": Option("At most N rounds.", int, metavar="N", ge=1, le=MAX_COUNT),
     },
-    returns="`status`, `count`, `rounds` (each round's row with `flags`, `start_signals` and "
-    "`reason`); with --like-profile also `bottleneck`, `first_experiment` and each round's "
-    "`distance` and `shared_signals`",
+    returns="`status`, `count`, `rounds` (each round's row, `session_id` the candidate's "
+    "session or null, with `flags`, `start_signals`, "
+    "`reason` and `actor`, who recorded the decision or null); with --like-profile also "
+    "`bottleneck`, `first_experiment` and each round's `distance` and `shared_signals`",
     tool=True,
 )

@@ -182,11 +182,20 @@ class OpenedOnce(Env):
     def __init__(self, url: str | None) -> None:
         super().__init__(url, as_json=True)
         self._store = None
+        self.client: str | None = None
 
     def store(self, *, create: bool = False, check_schema: bool = True):
         if self._store is None:
             self._store = super().store(create=create, check_schema=check_schema)
+            self._store.declare_client(self.client)
         return self._store
+
+    def declare_client(self, name: str | None) -> None:
+        """The name the client declared (initialize's clientInfo): the actor of every event
+        appended for it records it (ledger/core/actors.py)."""
+        self.client = name
+        if self._store is not None:
+            self._store.declare_client(name)
 
     def close(self) -> None:
         if self._store is not None:
@@ -300,6 +309,16 @@ async def client_roots(ctx: Any, confinement: Confinement, state: dict[str, bool
     confinement.declare(str(root.uri) for root in listed.roots)
 
 
+def client_name(ctx: Any) -> str | None:
+    """The name the client declared in `initialize` (clientInfo.name), if any."""
+    for holder in (getattr(ctx, "connection", None), getattr(ctx, "session", None)):
+        params = getattr(holder, "client_params", None)
+        name = getattr(getattr(params, "client_info", None), "name", None)
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
 def build_server(env: Env, confinement: Confinement | None = None):
     import mcp_types as types
     from mcp.server.lowlevel import Server
@@ -321,6 +340,8 @@ def build_server(env: Env, confinement: Confinement | None = None):
 
     async def on_call_tool(ctx, params) -> types.CallToolResult:
         await client_roots(ctx, confinement, roots_state)
+        if isinstance(env, OpenedOnce):
+            env.declare_client(client_name(ctx))
         is_error, document, text = call_tool(
             env, params.name, params.arguments, listed, confinement
         )

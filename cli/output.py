@@ -1,15 +1,16 @@
 """Rendering: one JSON object on stdout with --json, readable text otherwise.
-Errors are one line on stderr (`Error: …`), plus an error object on stdout with --json."""
+Errors are one line on stderr (`Error: …`), or, with --json, an error object on stdout only."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.inputs.jsonio import plural  # noqa: F401  (the commands take it from here)
+from ledger.text import pct  # noqa: F401  (the commands take it from here)
 
 EXIT_INTERNAL = 70
 
@@ -46,6 +47,27 @@ def progress(text: str) -> None:
     sys.stderr.flush()
 
 
+def progress_line(as_json: bool, line: Callable[[int, int], str | None]):
+    """`on_progress(done, total)` drawing `line(done, total)` over itself on stderr (never
+    with --json, never when stderr is not a terminal; nothing while `line` gives None), and
+    a function that ends the line where one was drawn."""
+    if as_json or not sys.stderr.isatty():
+        return None, lambda: None
+    drawn = [False]
+
+    def on_progress(done: int, total: int) -> None:
+        text = line(done, total)
+        if text is not None:
+            drawn[0] = True
+            progress(text)
+
+    def finish() -> None:
+        if drawn[0]:
+            progress("\n")
+
+    return on_progress, finish
+
+
 def error(
     message: str,
     exit_code: int,
@@ -55,16 +77,18 @@ def error(
     summary: str | None = None,
 ) -> None:
     """`Error: message` on stderr; with several `details["problems"]`, the `summary` line
-    and one line per problem instead."""
+    and one line per problem instead. With `as_json`, the error object on stdout only: one
+    channel, as every `--json` answer."""
     line = " ".join(str(message).split())
+    if as_json:
+        emit_json({"status": "error", "error": line, "exit_code": exit_code, **(details or {})})
+        return
     listed = (details or {}).get("problems") or []
     if summary is not None and len(listed) > 1:
         text = "".join(f"  {terminal_safe(p)}\n" for p in listed)
         sys.stderr.write(f"Error: {terminal_safe(summary)}\n{text}")
     else:
         sys.stderr.write(f"Error: {terminal_safe(line)}\n")
-    if as_json:
-        emit_json({"status": "error", "error": line, "exit_code": exit_code, **(details or {})})
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -100,10 +124,6 @@ def diagnose_hint(run_id: str) -> str:
         f"NEEDS DIAGNOSIS: profile again, then record a new bottleneck model with "
         f"kernel-ledger diagnose --run {run_id} --bottleneck CLASS --evidence TEXT"
     )
-
-
-def pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
 
 
 def not_found_keys(result) -> dict[str, list[str]]:

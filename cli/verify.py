@@ -101,6 +101,7 @@ def say_verify(out: Outcome, args) -> None:
             f"{plural(report.runs_checked, 'run')}; "
             f"checks {', '.join(report.checks)} all ok"
         )
+        _say_without_actor(report)
     elif kind == "bundle" and report.ok:
         say(
             f"bundle verified: run {report.run_id}, {plural(report.events_checked, 'event')} and "
@@ -122,6 +123,7 @@ def _say_verified(report) -> None:
             f"{what}: {plural(report.ledger.events_checked, 'event')} in "
             f"{plural(report.ledger.runs_checked, 'run')}; checks {', '.join(checks)} all ok"
         )
+        _say_without_actor(report.ledger)
     if report.since is not None and report.since.status == "ok":
         say(
             f"the first {plural(report.since.size, 'event')} are those of the note "
@@ -139,6 +141,14 @@ def _say_verified(report) -> None:
         )
         for sentence in art.sentences():
             say(f"  {sentence}")
+
+
+def _say_without_actor(report) -> None:
+    if report.without_actor:
+        say(
+            f"{plural(report.without_actor, 'event')} from before actors were recorded "
+            "(they name no actor)"
+        )
 
 
 COMMAND = Command(
@@ -169,9 +179,9 @@ COMMAND = Command(
         ),
         "since": SINCE,
     },
-    returns="`status` (ok or failed), `events_checked`, `runs_checked`, `checks` {check: "
-    "status}, `first_failure` {seq, stream_id, stream_version, check, reason}, `warnings`, "
-    "`origin`, `checkpoints_checked`; with --checkpoint also `checkpoint`, with --artifacts "
-    "`artifacts`",
+    returns="`status` (ok or failed), `events_checked`, `runs_checked`, `events_without_actor` "
+    "(events from before actors were recorded), `checks` {check: status}, `first_failure` "
+    "{seq, stream_id, stream_version, check, reason}, `warnings`, `origin`, "
+    "`checkpoints_checked`; with --checkpoint also `checkpoint`, with --artifacts `artifacts`",
     tool=True,
 )

@@ -21,6 +21,12 @@ from campaign import Campaign
 
 BACKENDS = ("sqlite", "postgresql")
 
+# Who every test appends as (ledger/core/actors.py): pinned, so that a fresh ledger hashes
+# the same on every machine; subprocesses inherit it. PostgreSQL's db_role is the database's.
+os.environ.setdefault("KERNEL_LEDGER_ACTOR", "test-suite")
+os.environ.setdefault("KERNEL_LEDGER_TEST_OS_USER", "tester")
+os.environ.setdefault("KERNEL_LEDGER_TEST_HOST", "test-host")
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
@@ -102,6 +108,14 @@ class Result:
 
     def json(self):
         return json.loads(self.stdout)
+
+    @property
+    def error(self) -> str:
+        """What went wrong, from the one channel it was said on: the `error` of a `--json`
+        answer (stdout), else the `Error:` line(s) on stderr, without the prefix."""
+        if self.stdout.startswith("{"):
+            return str(self.json().get("error", ""))
+        return self.stderr.removeprefix("Error: ").rstrip("\n")
 
 
 @pytest.fixture

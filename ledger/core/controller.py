@@ -57,7 +57,7 @@ def noise_aware(
     "different-sessions" (the drift estimate, else statistics.assumed_drift)."""
     from ledger.core import stats
 
-    config = _recorded_config(evidence.statistics)
+    config, drift, sigma = _drift(sides, evidence, weights)
     seed = stats.derive_seed(
         canonical(
             {
@@ -70,8 +70,6 @@ def noise_aware(
             string_keys=True,  # JSON types only: str, int and lists of floats or None
         )
     )
-    drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
-    sigma = _drift_for(sides, drift, config)
     if config.sequential is not None:
         return _sequential(
             run_id, round_no, contract, weights, best_samples, candidate_samples, objective,
@@ -96,15 +94,20 @@ def noise_aware(
     return outcome.decision, evidence_out
 
 
-def _drift_for(sides: str | None, drift: Any, config: Any) -> float:
-    """The drift between a decision's sides: none for a same-session reference; the run's
-    estimate, else statistics.assumed_drift, for sides of different sessions; the estimate
-    (0 when unestimated) where the sessions are unknown, as decisions always had it."""
+def _drift(sides: str | None, evidence: RunEvidence, weights: list[float]) -> tuple[Any, ...]:
+    """The run's statistics settings, its drift estimate from the A/A pairs, and the drift
+    between a decision's sides: none for a same-session reference; the run's estimate, else
+    statistics.assumed_drift, for sides of different sessions; the estimate (0 when
+    unestimated) where the sessions are unknown, as decisions always had it."""
+    from ledger.core import stats
+
+    config = _recorded_config(evidence.statistics)
+    drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
     if sides == "reference":
-        return 0.0
+        return config, drift, 0.0
     if sides == "different-sessions" and not drift.estimated:
-        return float(config.drift_assumed)
-    return float(drift.sigma)
+        return config, drift, float(config.drift_assumed)
+    return config, drift, float(drift.sigma)
 
 
 def _sequential(
@@ -287,9 +290,7 @@ def decide_round(
     if sides == "different-sessions" and decision is decide.Decision.KEEP and statistics is None:
         from ledger.core import stats
 
-        config = _recorded_config(evidence.statistics)
-        drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
-        sigma = _drift_for(sides, drift, config)
+        config, _, sigma = _drift(sides, evidence, weights)
         assert improvement is not None
         if not stats.clears_drift(improvement, sigma, config.alpha, objective.noise_floor):
             decision = decide.Decision.NOISE
@@ -391,11 +392,7 @@ def decide_round(
         worst_case_regression=regression,
         statistics=statistics,
         best_after=best_after,
-        consecutive_failures=progress.consecutive_failures,
-        cumulative_improvement=progress.cumulative_improvement,
-        target_met=progress.target_met,
-        needs_diagnosis=progress.needs_diagnosis,
-        remaining_rounds=progress.remaining_rounds,
+        **{k: v for k, v in asdict(progress).items() if k != "rounds_recorded"},
         mechanism=mechanism,
         mechanism_check=check,
         start_profile=start_profile,
@@ -457,45 +454,26 @@ def mechanism_check(
     min_change = float(expected.get("min_change", 0.0))
     best_cases = evidence.case_signals(best_sha256)
     cand_cases = evidence.case_signals(candidate_sha256)
+    asked = {"metric": metric, "direction": direction, "min_change": min_change}
+
+    def check(best: dict[str, float] | None, candidate: dict[str, float] | None) -> dict:
+        verdict = decide.check_mechanism(**asked, best_signals=best, candidate_signals=candidate)
+        return asdict(verdict)
+
     if not best_cases and not cand_cases:
-        verdict = decide.check_mechanism(
-            metric,
-            direction,
-            min_change,
-            evidence.signals(best_sha256),
-            evidence.signals(candidate_sha256),
-        )
-        return MechanismCheck(
-            metric=metric,
-            direction=direction,
-            min_change=min_change,
-            best_value=verdict.best_value,
-            candidate_value=verdict.candidate_value,
-            confirmed=verdict.confirmed,
-        )
-    checks = []
-    for case in case_ids:
-        if case not in cand_cases:
-            continue
-        verdict = decide.check_mechanism(
-            metric, direction, min_change, best_cases.get(case), cand_cases[case]
-        )
-        checks.append(
-            CaseCheck(
-                case_id=case,
-                best_value=verdict.best_value,
-                candidate_value=verdict.candidate_value,
-                confirmed=verdict.confirmed,
-            )
-        )
+        latest = check(evidence.signals(best_sha256), evidence.signals(candidate_sha256))
+        return MechanismCheck(**asked, **latest)
+    checks = [
+        CaseCheck(case_id=case, **check(best_cases.get(case), cand_cases[case]))
+        for case in case_ids
+        if case in cand_cases
+    ]
     compared = [c for c in checks if c.confirmed is not None]
     confirmed = None if not compared else all(c.confirmed for c in compared)
     shown = next((c for c in compared if c.confirmed is False), None)
     shown = shown or (compared[0] if compared else checks[0] if checks else None)
     return MechanismCheck(
-        metric=metric,
-        direction=direction,
-        min_change=min_change,
+        **asked,
         best_value=shown.best_value if shown else None,
         candidate_value=shown.candidate_value if shown else None,
         confirmed=confirmed,

@@ -2,9 +2,9 @@
 payload and payload validates; and the checks of the stored rows themselves (storage types
 of the events' columns, the blob table).
 
-`check_chain` is the whole of `verify --chain`; `check_event` adds the payload checks and is
-what every reader of events that moves or replays them runs first (`verify`, `db copy`,
-bundles). A failure is raised as `ReplayStop`, naming its seq.
+`check_chain` is the whole of `verify --chain`; `check_event` adds the actor and payload
+checks and is what every reader of events that moves or replays them runs first (`verify`,
+`db copy`, bundles). A failure is raised as `ReplayStop`, naming its seq.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ledger.core.actors import stored_problem
 from ledger.core.events import Event, load_event
 from ledger.errors import InputError
 from ledger.integrity.hashing import ZERO_HASH, canonical, parse_canonical, sha256_hex
@@ -93,6 +94,10 @@ def check_event(
     `payload_value`: the payload's JSON value, from a caller that has proven `e.payload` to
     be its canonical bytes already (a bundle line checked whole)."""
     check_chain(e, head, expected_seq)
+    if e.actor is not None:
+        why = stored_problem(e.actor)
+        if why is not None:
+            raise fail(e, "canonical", why)
     value = payload_value if payload_value is not None else canonical_value(e)
     try:
         return load_event(e.event_type, e.schema_version, value)
@@ -121,22 +126,25 @@ def canonical_value(e: StoredEvent) -> Any:
 
 
 class LedgerCheck:
-    """`check_event` over a whole ledger's events in seq order (seq gapless from 1), for a
-    reader that moves them (`db copy`). Memory: one chain head per run."""
+    """`check_event` (or, `chain_only`, `check_chain`) over events in seq order, seq gapless
+    from 1 unless `gapless` is False (one run's events), for a reader that walks or moves
+    them (`verify --chain`, `db copy`). Memory: one chain head per run."""
 
-    def __init__(self) -> None:
-        self._heads: dict[str, ChainHead] = {}
-        self._expected = 1
+    def __init__(self, *, chain_only: bool = False, gapless: bool = True) -> None:
+        self.heads: dict[str, ChainHead] = {}
+        self._expected = 1 if gapless else None
+        self._check = check_chain if chain_only else check_event
 
-    def check(self, e: StoredEvent) -> Event:
-        """Check the next event and move its run's head past it; returns the parsed event.
-        Raises `ReplayStop` with the failure."""
-        head = self._heads.get(e.stream_id)
+    def check(self, e: StoredEvent) -> Event | None:
+        """Check the next event and move its run's head past it; returns the parsed event
+        (None when `chain_only`). Raises `ReplayStop` with the failure."""
+        head = self.heads.get(e.stream_id)
         if head is None:
-            head = self._heads[e.stream_id] = ChainHead()
-        event = check_event(e, head, self._expected)
+            head = self.heads[e.stream_id] = ChainHead()
+        event = self._check(e, head, self._expected)
         head.version, head.last_hash = e.stream_version, e.event_hash
-        self._expected += 1
+        if self._expected is not None:
+            self._expected += 1
         return event
 
 

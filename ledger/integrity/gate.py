@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ledger import files
+from ledger.core.actors import describe, parsed
 from ledger.core.events import RoundSubmitted, RunPlanned
 from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import display, read_bytes
 from ledger.integrity import audit
 from ledger.integrity.hashing import sha256_hex
-from ledger.store.eventstore import Store
+from ledger.store.eventstore import Store, StoredEvent
 
 OK, FAILED, WARN, SKIPPED, NOT_RUN = "ok", "failed", "changed", "not given", "not run"
 
@@ -44,6 +45,9 @@ class GateResult:
     notes: list[str] = field(default_factory=list)
     verification: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, Any] = field(default_factory=dict)
+    # who recorded each decision and the conclusion (actor objects; None before actors)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    concluded_by: dict[str, str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,7 +66,20 @@ class GateResult:
             "notes": list(self.notes),
             "verification": self.verification,
             "artifacts": self.artifacts,
+            "decisions": self.decisions,
+            "concluded_by": self.concluded_by,
         }
+
+    def recorded_by(self) -> list[str]:
+        """Who kept each kept round and who concluded the run, one sentence each."""
+        lines = [
+            f"round {d['round']} {d['decision']} recorded by {describe(d['actor'])}"
+            for d in self.decisions
+            if d["decision"] == "KEEP"
+        ]
+        if self.conclusion is not None:
+            lines.append(f"concluded {self.conclusion} by {describe(self.concluded_by)}")
+        return lines
 
     def markdown(self) -> str:
         """A summary for a pull-request comment."""
@@ -109,6 +126,9 @@ class GateResult:
             lines += ["", "**Why it failed**", ""] + [f"- {_md(r)}" for r in self.reasons]
         if self.notes:
             lines += ["", "**Notes**", ""] + [f"- {_md(n)}" for n in self.notes]
+        who = self.recorded_by()
+        if who:
+            lines += ["", "**Who recorded it**", ""] + [f"- {_md(w)}" for w in who]
         lines += [
             "",
             f"Reproduce: `kernel-ledger check-merge --run {self.run_id} --kernel "
@@ -152,6 +172,14 @@ def check_merge(
         best_round=run.best_round,
         conclusion=run.conclusion,
         checks={},
+        decisions=[
+            {"round": value["round"], "decision": value["decision"], "actor": parsed(e.actor)}
+            for e, value in ((e, e.payload_value()) for e in stream)
+            if e.event_type == "RoundDecided"
+        ],
+        concluded_by=next(
+            (parsed(e.actor) for e in reversed(stream) if e.event_type == "RunConcluded"), None
+        ),
     )
     if run.conclusion == "passed":
         result.checks["concluded"] = OK
@@ -230,22 +258,28 @@ def check_merge(
     return result
 
 
+def run_kernels(stream: Sequence[StoredEvent]) -> list[tuple[int, str, str]]:
+    """(round, sha256, recorded path) of every kernel the run's events name, in their
+    order: round 0 the starting kernel, then each round's candidate."""
+    out = []
+    for record in stream:
+        if record.event_type in ("RunPlanned", "RoundSubmitted"):
+            event = record.event()
+            if isinstance(event, RunPlanned):
+                out.append((0, event.kernel.sha256, event.kernel.path))
+            elif isinstance(event, RoundSubmitted):
+                out.append((event.round, event.candidate.sha256, event.candidate.path))
+    return out
+
+
 def _which_kernel(digest: str, stream, view) -> str:
     """What the file is, if it is some other kernel of the run."""
-    for record in stream:
-        if record.event_type == "RunPlanned":
-            planned = record.event()
-            assert isinstance(planned, RunPlanned)
-            if planned.kernel.sha256 == digest:
-                return "; it is the run's starting kernel"
-        elif record.event_type == "RoundSubmitted":
-            submitted = record.event()
-            assert isinstance(submitted, RoundSubmitted)
-            if submitted.candidate.sha256 == digest:
-                decision = next(
-                    (r.decision for r in view.rounds if r.round == submitted.round), "undecided"
-                )
-                return f"; it is the candidate of round {submitted.round}, decided {decision}"
+    number = next((n for n, sha, _ in run_kernels(stream) if sha == digest), None)
+    if number == 0:
+        return "; it is the run's starting kernel"
+    if number is not None:
+        decision = next((r.decision for r in view.rounds if r.round == number), "undecided")
+        return f"; it is the candidate of round {number}, decided {decision}"
     return ""
 
 
@@ -294,16 +328,9 @@ def restore_kernel(store: Store, run_id: str, round_no: int | None = None) -> Re
 def _round_kernel(stream, run_id: str, round_no: int) -> tuple[str, str, int]:
     if round_no < 0:
         raise InputError("--round must be 0 (the starting kernel) or a round number")
-    for record in stream:
-        if round_no == 0 and record.event_type == "RunPlanned":
-            planned = record.event()
-            assert isinstance(planned, RunPlanned)
-            return planned.kernel.sha256, planned.kernel.path, 0
-        if record.event_type == "RoundSubmitted":
-            submitted = record.event()
-            assert isinstance(submitted, RoundSubmitted)
-            if submitted.round == round_no:
-                return submitted.candidate.sha256, submitted.candidate.path, round_no
+    for number, sha, path in run_kernels(stream):
+        if number == round_no:
+            return sha, path, round_no
     raise InputError(f"run {run_id!r} has no round {round_no}")
 
 

@@ -307,15 +307,25 @@ def envelope_bytes(
     recorded_at: str,
     parent_hash: str,
     payload: bytes,
+    actor: str | None = None,
 ) -> bytes:
-    """RFC 8785 bytes of the event envelope, with `payload` spliced in as stored.
+    """RFC 8785 bytes of the event envelope, with `payload` (and `actor`, the canonical
+    text of the actor object, when the event records one) spliced in as stored.
 
-    Keys appear in RFC 8785 order (all are ASCII, so plain code-point order):
-    event_id, event_type, parent_hash, payload, recorded_at, schema_version, stream_id,
-    stream_version.
+    Keys appear in RFC 8785 order (all are ASCII, so plain code-point order): actor (only
+    when recorded: an event from before actors were recorded has no such key, so its bytes
+    are those it always had), event_id, event_type, parent_hash, payload, recorded_at,
+    schema_version, stream_id, stream_version.
     """
     head, tail = _around_payload(
-        stream_id, stream_version, event_id, event_type, schema_version, recorded_at, parent_hash
+        stream_id,
+        stream_version,
+        event_id,
+        event_type,
+        schema_version,
+        recorded_at,
+        parent_hash,
+        actor,
     )
     return b"".join((head, payload, tail))
 
@@ -330,11 +340,19 @@ def event_hash(
     recorded_at: str,
     parent_hash: str,
     payload: bytes,
+    actor: str | None = None,
 ) -> str:
     """SHA-256 (hex) of `envelope_bytes` of the same fields (hashed in three pieces, so the
     payload is not copied)."""
     head, tail = _around_payload(
-        stream_id, stream_version, event_id, event_type, schema_version, recorded_at, parent_hash
+        stream_id,
+        stream_version,
+        event_id,
+        event_type,
+        schema_version,
+        recorded_at,
+        parent_hash,
+        actor,
     )
     digest = hashlib.sha256(head)
     digest.update(payload)
@@ -350,11 +368,13 @@ def _around_payload(
     schema_version: int,
     recorded_at: str,
     parent_hash: str,
+    actor: str | None = None,
 ) -> tuple[bytes, bytes]:
     """The envelope's bytes before and after the payload."""
     try:
         head = (
-            f'{{"event_id":{encode_basestring(event_id)},'
+            ("{" if actor is None else f'{{"actor":{actor},')
+            + f'"event_id":{encode_basestring(event_id)},'
             f'"event_type":{encode_basestring(event_type)},'
             f'"parent_hash":{encode_basestring(parent_hash)},"payload":'
         ).encode()

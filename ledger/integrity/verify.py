@@ -55,12 +55,11 @@ from ledger.errors import InputError
 from ledger.integrity.eventchecks import (
     CHAIN_CHECKS,
     CHECKS,
-    ChainHead,
     Failure,
+    LedgerCheck,
     ReplayStop,
     check_blob,
     check_blob_table,
-    check_chain,
     check_event,
     check_storage,
     fail,
@@ -75,6 +74,7 @@ __all__ = ["CHECKS", "Failure", "ReplayStop", "Report", "RunReplay", "verify_led
 class Report:
     events_checked: int = 0
     runs_checked: int = 0
+    without_actor: int = 0  # events checked from before actors were recorded
     checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
     first_failure: Failure | None = None
     warnings: list[str] = field(default_factory=list)
@@ -96,6 +96,7 @@ class Report:
             "status": "ok" if self.ok else "failed",
             "events_checked": self.events_checked,
             "runs_checked": self.runs_checked,
+            "events_without_actor": self.without_actor,
             "checks": self.checks,
             "first_failure": self.first_failure.as_dict() if self.first_failure else None,
             "warnings": self.warnings,
@@ -333,6 +334,7 @@ class _Replay:
                     for warning in state.warnings[seen:]:
                         self.warnings.append((self.firsts[stream_id], position, warning))
                 state.version, state.last_hash = e.stream_version, e.event_hash
+                self.report.without_actor += e.actor is None
                 if e.event_type == "RunConcluded" and state.view is not None:
                     # compared now and let go; a run reopened by a later event stays whole
                     # and is compared with the others at the end
@@ -421,8 +423,7 @@ def verify_chain(
     with the same failures; no payload is parsed. Memory holds one page of rows and each
     run's chain head."""
     report = Report(checks=dict.fromkeys(CHAIN_CHECKS, "ok"))
-    heads: dict[str, ChainHead] = {}
-    expected = 1 if run_id is None else None
+    check = LedgerCheck(chain_only=True, gapless=run_id is None)
     done = 0
     with store.transaction() as conn:
         total = store.event_count(conn) if on_progress else 0
@@ -431,22 +432,17 @@ def verify_chain(
             for page in store.iter_event_pages(conn, batch=batch, stream_id=run_id):
                 for row in page:
                     e = _stored(row)
-                    head = heads.get(e.stream_id)
-                    if head is None:
-                        head = heads[e.stream_id] = ChainHead()
-                    check_chain(e, head, expected)
-                    head.version, head.last_hash = e.stream_version, e.event_hash
+                    check.check(e)
                     done += 1
-                    if expected is not None:
-                        expected += 1
+                    report.without_actor += e.actor is None
                 if on_progress:
                     on_progress(done, total)
-            if run_id is not None and not heads:
+            if run_id is not None and not check.heads:
                 raise InputError(f"run {run_id!r} is not in the ledger")
         except ReplayStop as stop:
             report.failed(stop.failure)
     report.events_checked = done
-    report.runs_checked = len(heads)
+    report.runs_checked = len(check.heads)
     if on_progress:
         on_progress(done, done)
     return report

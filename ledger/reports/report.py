@@ -1,7 +1,7 @@
 """The HTML report of one run: one self-contained page a person reads.
 
     gather(service, run_id) -> ReportData     reads the ledger (projection, events, verifier)
-    render_html(data)       -> str            pure: the page, charts as inline SVG
+    render(data)            -> (str, names)   pure: the page, charts as inline SVG
     write_report(service, run_id, path)       gather, render, write atomically
 
 The page needs nothing else: no network, no scripts, no external CSS or fonts; a
@@ -19,7 +19,6 @@ hash and the tree head over the whole log (what a checkpoint pins).
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 from ledger import files
 from ledger.core import decide, looks
+from ledger.core.actors import describe, parsed
 from ledger.core.events import (
     DiagnosisRecorded,
     Event,
@@ -44,7 +44,6 @@ from ledger.core.events import (
 from ledger.core.explain import NoiseSummary, explain, noise_summary
 from ledger.core.projections import RunView
 from ledger.errors import InputError
-from ledger.integrity import merkle
 from ledger.reports.charts import MAX_CASE_PANELS, MAX_PROFILE_ROWS
 
 # The page may load nothing at all: no scripts, images, fonts, frames or connections.
@@ -82,6 +81,7 @@ class RoundEntry:
     repeats_used: int | None = None  # sequential decisions: repeats per case at the look
     max_repeats: int | None = None
     device_time_saved_us: float | None = None
+    recorded_by: str = "not recorded"  # who appended the decision (actors.describe)
 
 
 @dataclass(frozen=True)
@@ -308,11 +308,15 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
     stored = service.stream(run_id)
     events: list[Event] = []
     unreadable = 0
+    actors: dict[int, str] = {}  # who recorded each round's decision
     for record in stored:
         try:
             events.append(record.event())
         except ValueError:  # a damaged payload: the verification panel says which
             unreadable += 1
+            continue
+        if isinstance(events[-1], RoundDecided):
+            actors[events[-1].round] = describe(parsed(record.actor))
     report = verify_ledger(service.store, run_id).as_dict()
     if tree_head:
         size, root = _tree_head(service.store)
@@ -336,15 +340,15 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
         for e in events
         if isinstance(e, ValidationLinked) and not e.passed
     }
-    return _collect(view, events, verification, unreadable, failed)
+    return _collect(view, events, verification, unreadable, failed, actors)
 
 
 def _tree_head(store: Any) -> tuple[int, str]:
-    builder = merkle.TreeBuilder()
+    from ledger.integrity.audit import b64, stored_tree
+
     with store.transaction() as conn:
-        for record in store.iter_events(conn):
-            builder.append(bytes.fromhex(record.event_hash))
-    return builder.size, base64.b64encode(builder.root()).decode("ascii")
+        tree = stored_tree(store, conn)
+    return tree.size, b64(tree.root())
 
 
 def _collect(
@@ -353,6 +357,7 @@ def _collect(
     verification: Verification,
     unreadable: int,
     failed: dict[int, list[str] | None] | None = None,
+    actors: dict[int, str] | None = None,
 ) -> ReportData:
     plan = next((e for e in events if isinstance(e, RunPlanned)), None)
     target = dict(plan.target) if plan else {"soc": view.run.soc}
@@ -416,6 +421,7 @@ def _collect(
                 repeats_used=saved.repeats_used if saved else None,
                 max_repeats=saved.max_repeats if saved else None,
                 device_time_saved_us=saved.device_time_saved_us if saved else None,
+                recorded_by=(actors or {}).get(number, "not recorded"),
             )
         )
         # Ledgers written before profiles were ingested keep the round's signals only here.
@@ -546,10 +552,6 @@ def write_report(service: Any, run_id: str, path: Path, *, force: bool = False) 
 
 
 # --- rendering ----------------------------------------------------------------------------
-
-
-def render_html(data: ReportData) -> str:
-    return render(data)[0]
 
 
 def render(data: ReportData) -> tuple[str, tuple[str, ...]]:

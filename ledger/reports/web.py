@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from ledger.core.actors import describe, parsed
 from ledger.errors import InputError, LedgerError
 from ledger.store.history import utc_bound
 from ledger.text import display
@@ -100,9 +101,9 @@ class Reader:
                 computed = None
             try:
                 record.event()
-                readable = True
+                readable, actor = True, parsed(record.actor)
             except ValueError:
-                readable = False
+                readable, actor = False, None
             out.append(
                 {
                     "seq": record.seq,
@@ -114,22 +115,18 @@ class Reader:
                     "hash_ok": computed == record.event_hash,
                     "parent_ok": record.parent_hash == previous,
                     "readable": readable,
+                    "actor": actor,  # who appended it (null before actors were recorded)
+                    "by": describe(actor),
                 }
             )
             previous = record.event_hash
         more = page[limit - 1].stream_version if len(page) > limit else None
         return out, more
 
-    def kernels(self, run_id: str) -> dict[int, tuple[str, str]]:
-        """Round -> (sha256, path) of each kernel the run stored: 0 the original."""
-        return self._kernels(run_id)[0]
-
-    def parents(self, run_id: str) -> dict[int, int]:
-        """Round -> the round whose kernel it started from (its parent_kernel_sha256: the
-        best kernel then, 0 the original), which the round's diff compares it with."""
-        return self._kernels(run_id)[1]
-
-    def _kernels(self, run_id: str) -> tuple[dict[int, tuple[str, str]], dict[int, int]]:
+    def kernels(self, run_id: str) -> tuple[dict[int, tuple[str, str]], dict[int, int]]:
+        """Round -> (sha256, path) of each kernel the run stored (0 the original), and
+        round -> the round whose kernel it started from (its parent_kernel_sha256: the best
+        kernel then, 0 the original), which the round's diff compares it with."""
         from ledger.core.events import RoundSubmitted, RunPlanned
 
         self._known(run_id)
@@ -148,7 +145,7 @@ class Reader:
         return out, parents
 
     def diff(self, run_id: str, a: int, b: int) -> dict[str, Any]:
-        kernels = self.kernels(run_id)
+        kernels, _ = self.kernels(run_id)
         for number in (a, b):
             if number not in kernels:
                 raise NotFound(f"run {run_id!r} has no round {number}")
@@ -167,36 +164,40 @@ class Reader:
                     tofile=f"round {b} ({kernels[b][0][:12]})",
                 )
             )
+        sides = {
+            side: {
+                "round": n,
+                "sha256": kernels[n][0],
+                "path": kernels[n][1],
+                "stored": t is not None,
+            }
+            for side, n, t in (("a", a, texts[0]), ("b", b, texts[1]))
+        }
         return {
             "run_id": run_id,
-            "a": {
-                "round": a,
-                "sha256": kernels[a][0],
-                "path": kernels[a][1],
-                "stored": texts[0] is not None,
-            },
-            "b": {
-                "round": b,
-                "sha256": kernels[b][0],
-                "path": kernels[b][1],
-                "stored": texts[1] is not None,
-            },
+            **sides,
             "rounds": sorted(kernels),
             "diff": diff,
         }
 
-    def history(self, f: Any) -> tuple[list[Any], dict[str, Any], tuple[str, str, int] | None]:
+    def history(
+        self, f: Any
+    ) -> tuple[list[Any], dict[str, Any], tuple[str, str, int] | None, dict[Any, Any]]:
+        """A page of rounds, why each was decided, the key of the next page (None: the
+        last) and who recorded each decision (actor objects, by run and round)."""
         from dataclasses import replace
 
-        from ledger.store.history import query_rounds
+        from ledger.core.actors import parsed
+        from ledger.store.history import decision_actors, query_rounds
 
         limit = f.limit
         with self.store.transaction() as conn:
             rows = query_rounds(conn, replace(f, limit=limit + 1))
-        rows, more = rows[:limit], len(rows) > limit
+            rows, more = rows[:limit], len(rows) > limit
+            actors = decision_actors(conn, rows) if rows else {}
         why = self.service.explain_rounds([(r.run_id, r.round) for r in rows])
         last = (rows[-1].recorded_at, rows[-1].run_id, rows[-1].round) if more else None
-        return rows, why, last
+        return rows, why, last, {key: parsed(text) for key, text in actors.items()}
 
     def like_profile(self, run_id: str, version: int, limit: int) -> dict[str, Any]:
         """Past rounds whose starting profile resembles a stored profile (as --like-profile
@@ -510,7 +511,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
 
     # one run
     def run_links(run_id: str, best: int) -> dict[str, Any]:
-        parents = reader.parents(run_id)
+        _, parents = reader.kernels(run_id)
         return {
             "events": link("/events", run=run_id),
             "diff": link("/diff", run=run_id, a=0, b=best),
@@ -651,6 +652,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
         "bottleneck",
         "mechanism",
         "search",
+        "actor",
         "since",
         "until",
     )
@@ -675,6 +677,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
             bottleneck=given["bottleneck"],
             mechanism=given["mechanism"],
             search=given["search"],
+            actor=given["actor"],
             since=when(request, "since"),
             until=when(request, "until"),
             limit=number(request, "limit", PAGE, low=1, high=MAX_PAGE),
@@ -690,13 +693,21 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
                 like, version, number(request, "limit", 10, low=1, high=MAX_PAGE)
             )
         f, given = history_filter(request)
-        rows, why, last = reader.history(f)
+        rows, why, last, actors = reader.history(f)
         next_link = None
         if last is not None:
             next_link = link(
                 "/history", after_at=last[0], after_run=last[1], after_round=last[2], **given
             )
-        return "rounds", {"rows": rows, "why": why, "next": next_link, "filters": given}
+        by = {key: describe(actor) for key, actor in actors.items()}
+        return "rounds", {
+            "rows": rows,
+            "why": why,
+            "actors": actors,
+            "by": by,
+            "next": next_link,
+            "filters": given,
+        }
 
     def history_page(request):
         kind, data = history_data(request)
@@ -738,6 +749,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
                         "explanation": why[(r.run_id, r.round)].sentence
                         if (r.run_id, r.round) in why
                         else None,
+                        "actor": data["actors"].get((r.run_id, r.round)),
                     }
                     for r in data["rows"]
                 ],

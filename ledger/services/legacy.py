@@ -59,6 +59,7 @@ from typing import Any
 
 from ledger.core import projections
 from ledger.core.controller import conclusion_event
+from ledger.core.decide import CONTROLLER_CONTRACT
 from ledger.core.events import Event, RoundDecided, RoundSubmitted, RunPlanned, RunReopened
 from ledger.core.evidence import RunEvidence
 from ledger.core.projections import RunView
@@ -85,10 +86,6 @@ from ledger.services.building import (
 from ledger.store import audit_store
 from ledger.store.eventstore import ZERO_HASH, Store, StoredEvent, sealed_row
 
-CONTROLLER_CONTRACT = 1
-"""The contract version a folder's rounds and conclusion are imported under: version 1 is
-SPEC 3 as the JSON-file controller applies it (it knows no sessions or references), so an
-import records what the controller decided, byte for byte, whatever version is newest."""
 CONFIG = "optimization-config.json"
 STATE = "state.json"
 ROUNDS = "rounds.json"
@@ -376,6 +373,7 @@ def _write(store: Store, conn: Any, run: ReplayedFolder) -> LegacyResult:
     """Append a replayed run in the caller's transaction (see `import_legacies`)."""
     run_id = run.result.run_id
     records, view = run.records, run.view
+    actor = store.actor(conn)  # who imports: sealed into the events appended now
     present = store.read_stream(conn, run_id)
     if present and _goes_on(present, records):
         # the folder's earlier import, and the rounds recorded since on top of it
@@ -388,8 +386,12 @@ def _write(store: Store, conn: Any, run: ReplayedFolder) -> LegacyResult:
             itertools.islice(tail, len(present), None),
             version=len(present),
             parent=present[-1].event_hash,
+            actor=actor,
         )
         view = None  # folded from the events as they are stored
+    else:
+        contents = ((r.event_type, r.schema_version, r.recorded_at, r.payload) for r in records)
+        records = _sealed(run_id, contents, actor=actor)
     outcome = audit_store.import_run_verbatim(
         store, conn, run_id, records, run.blobs, view, source=f"the folder {display(run.folder)}"
     )
@@ -504,9 +506,11 @@ def _sealed(
     *,
     version: int = 0,
     parent: str = ZERO_HASH,
+    actor: str | None = None,
 ) -> list[StoredEvent]:
     """Events of the run after `version` (whose event hash is `parent`), from their contents
-    (event type, schema version, time, canonical payload), as `Store.write` would seal them:
+    (event type, schema version, time, canonical payload), as `Store.write` would seal them
+    for `actor` (the importer's stored actor text; None in a replay not yet written):
     content id, version, parent and event hash (`seq` 0 until written), so the run goes
     through the verbatim path in one pass."""
     out = []
@@ -514,10 +518,10 @@ def _sealed(
         version += 1
         event_id = _event_id_of(run_id, version, event_type, payload)
         row = sealed_row(
-            0, event_id, run_id, version, event_type, schema_version, at, payload, parent
+            0, event_id, run_id, version, event_type, schema_version, at, payload, parent, actor
         )
         out.append(StoredEvent(*row))
-        parent = row[-1]
+        parent = row[9]
     return out
 
 

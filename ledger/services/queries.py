@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger.core import decide
+from ledger.core.actors import parsed
 from ledger.core.events import RoundDecided, RunPlanned, ValidationLinked
 from ledger.core.evidence import RunEvidence
 from ledger.core.projections import RunView
@@ -54,10 +55,16 @@ class Queries(Session):
                 "RoundDecided": "decision",
                 "RunReopened": "reopened",
             }.get(record.event_type)
+            if key == "measurements" and payload.get("role") == "reference":
+                key = "reference"  # the parent measured beside the candidate, in its session
             if record.event_type == "ProfileRecorded":
                 detail["profiles"].append(payload)
-            elif key is not None and (round_no > 0 or key in ("validation", "measurements")):
+            elif key is not None and (
+                round_no > 0 or key in ("validation", "measurements", "reference")
+            ):
                 detail[key] = payload
+                if key == "decision":  # who recorded it (null before actors were recorded)
+                    detail["actor"] = parsed(record.actor)
         if round_no > 0 and "decision" not in detail:
             raise InputError(f"run {run_id!r} has no round {round_no}")
         if "decision" in detail:

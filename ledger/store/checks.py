@@ -22,7 +22,9 @@ SQLITE_EVENT_TYPES = {
     "payload": "blob",
     "parent_hash": "text",
     "event_hash": "text",
+    "actor": "text",  # or null: an event from before actors were recorded
 }
+NULLABLE = frozenset({"actor"})
 
 
 def first_mistyped_event(
@@ -34,7 +36,10 @@ def first_mistyped_event(
     the type found). None on PostgreSQL."""
     if dialect != "sqlite":
         return None
-    wrong = " OR ".join(f"typeof({c}) != '{t}'" for c, t in SQLITE_EVENT_TYPES.items())
+    wrong = " OR ".join(
+        f"typeof({c}) NOT IN ('{t}', 'null')" if c in NULLABLE else f"typeof({c}) != '{t}'"
+        for c, t in SQLITE_EVENT_TYPES.items()
+    )
     kinds = ", ".join(f"typeof({c})" for c in SQLITE_EVENT_TYPES)
     where = f"({wrong}) AND seq > :after" + (" AND stream_id = :run" if run_id is not None else "")
     params: dict[str, Any] = {"after": after_seq}
@@ -50,7 +55,11 @@ def first_mistyped_event(
     if row is None:
         return None
     found = dict(zip(SQLITE_EVENT_TYPES, row[3:], strict=True))
-    column = next(c for c, t in SQLITE_EVENT_TYPES.items() if found[c] != t)
+    column = next(
+        c
+        for c, t in SQLITE_EVENT_TYPES.items()
+        if found[c] != t and not (c in NULLABLE and found[c] == "null")
+    )
     return row[0], str(row[1]), row[2], column, str(found[column])
 
 

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, func, literal_column, select
 
+from ledger.core.actors import actor_text, printable
 from ledger.errors import CheckFailed, ConflictError, InputError
 from ledger.integrity.hashing import ZERO_HASH, canonical, event_hash, sha256_hex
 from ledger.store import projection_rows
 from ledger.store.driver import driver_rows, fetch
 from ledger.store.engine import Database
+from ledger.store.principal import actor_label, local_user
 from ledger.store.tables import blobs, events, ledger_info
 
 if TYPE_CHECKING:  # the event models are imported when an event is read, not at start-up
@@ -50,6 +52,7 @@ class StoredEvent:
     payload: bytes
     parent_hash: str
     event_hash: str
+    actor: str | None = None  # the actor's RFC 8785 text (ledger/core/actors.py); None before
 
     def payload_value(self) -> Any:
         return json.loads(self.payload)
@@ -69,6 +72,7 @@ class StoredEvent:
             recorded_at=self.recorded_at,
             parent_hash=self.parent_hash,
             payload=self.payload,
+            actor=self.actor,
         )
 
 
@@ -83,6 +87,7 @@ EVENT_COLUMNS = (
     events.c.payload,
     events.c.parent_hash,
     events.c.event_hash,
+    events.c.actor,
 )
 
 
@@ -98,7 +103,7 @@ def _stored(row: Any) -> StoredEvent:
     if type(payload) is not bytes:
         payload = bytes(payload)
     return StoredEvent(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], payload, row[8], row[9]
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], payload, row[8], row[9], row[10]
     )
 
 
@@ -112,9 +117,11 @@ def sealed_row(
     recorded_at: str,
     payload: bytes,
     parent: str,
+    actor: str | None = None,
 ) -> tuple[Any, ...]:
     """The events row (`EVENT_COLUMNS` order) of a new event whose canonical payload bytes
-    are `payload`: its envelope hashed after `parent`. The one way a new event is sealed."""
+    are `payload`, appended by `actor` (its stored text): its envelope hashed after
+    `parent`. The one way a new event is sealed."""
     digest = event_hash(
         stream_id=stream_id,
         stream_version=version,
@@ -124,6 +131,7 @@ def sealed_row(
         recorded_at=recorded_at,
         parent_hash=parent,
         payload=payload,
+        actor=actor,
     )
     return (
         seq,
@@ -136,6 +144,7 @@ def sealed_row(
         payload,
         parent,
         digest,
+        actor,
     )
 
 
@@ -165,6 +174,7 @@ def _sealed_row(
         e.payload,
         parent,
         e.event_hash,
+        e.actor,
     )
 
 
@@ -173,7 +183,30 @@ class Store(Database):
     and the one interface the other layers use to it: the event log's writer and reader,
     the content-addressed blobs and the projection rows (`projection_rows`)."""
 
+    client: str | None = None  # the MCP client's declared name (`declare_client`)
+    _actor: str | None = None
+
     # --- events --------------------------------------------------------------------------
+
+    def declare_client(self, name: str | None) -> None:
+        """The name an MCP client declared: recorded in the actor of what it appends."""
+        client = printable(name) if name else None
+        if client != self.client:
+            self.client, self._actor = client, None
+
+    def actor(self, conn: Connection) -> str:
+        """The stored text of the actor of the events this store appends: on PostgreSQL the
+        role the database says this connection is (`current_user`; migration 0009's trigger
+        refuses any other), on SQLite the process's user and host; the MCP client and the
+        KERNEL_LEDGER_ACTOR label beside it (ledger/core/actors.py)."""
+        if self._actor is None:
+            fields = {"client": self.client, "label": actor_label()}
+            if self.dialect == "postgresql":
+                fields["db_role"] = conn.exec_driver_sql("SELECT current_user").scalar_one()
+            else:
+                fields.update(local_user())
+            self._actor = actor_text(fields)
+        return self._actor
 
     def stream_head(self, conn: Connection, stream_id: str) -> tuple[int, str]:
         row = conn.execute(_STREAM_HEAD, {"stream": stream_id}).first()
@@ -227,12 +260,15 @@ class Store(Database):
         (`hashes_checked`). Either refusal raises `InputError`, and the caller's transaction
         writes nothing."""
         version, parent = head
-        seq = conn.execute(_LAST_SEQ).scalar_one() if after_seq is None else after_seq
+        seq = self.last_seq(conn) if after_seq is None else after_seq
         rows = []
+        actor = None
         for item in batch:
             seq += 1
             version += 1
             if type(item) is NewEvent:
+                if actor is None:
+                    actor = self.actor(conn)
                 event = item.event
                 event_type, schema_version = event.event_type, event.schema_version
                 # = event.canonical_payload()
@@ -247,6 +283,7 @@ class Store(Database):
                     item.recorded_at,
                     payload,
                     parent,
+                    actor,
                 )
             else:
                 row = _sealed_row(item, seq, stream_id, version, parent, hashes_checked)
@@ -327,16 +364,21 @@ class Store(Database):
 
     def runs_after(self, conn: Connection, seq: int) -> list[str]:
         """The runs that have an event after `seq`, in the order of their first such event."""
-        rows = conn.execute(_RUNS_AFTER, {"seq": seq})
-        return [stream_id for stream_id, _ in rows]
+        rows = fetch(conn, _STREAMS_AFTER, {"seq": seq}, ())
+        return list(dict.fromkeys(stream_id for (stream_id,) in rows))
 
-    def event_hash_pages(self, conn: Connection, *, batch: int = 50_000):
-        """(seq, event hash) of every event in seq order, a page at a time: the Merkle
-        tree's leaves, read with the driver's cursor."""
-        last = 0
-        while page := fetch(conn, _HASH_PAGE, {"last": last, "n": batch}, ()):
-            yield page
-            last = page[-1][0]
+    def event_hash_pages(self, conn: Connection, *, batch: int = 65_536):
+        """The event hashes in seq order, as one hex string per `batch` seqs (the Merkle
+        tree's leaves): the database joins them, one string a page instead of a row and a
+        string an event. A page of seqs with no event is left out."""
+        query = _HASH_PAGE_PG if self.dialect == "postgresql" else _HASH_PAGE
+        for low in range(0, self.last_seq(conn), batch):
+            (joined,) = fetch(conn, query, {"low": low, "high": low + batch}, ())[0]
+            if joined:
+                yield joined
+
+    def last_seq(self, conn: Connection) -> int:
+        return conn.execute(_LAST_SEQ).scalar_one()
 
     def event_count(self, conn: Connection) -> int:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
@@ -439,18 +481,16 @@ _BLOB_PAGE = (
     .limit(bindparam("n"))
 )
 _LAST_SEQ = select(func.coalesce(func.max(events.c.seq), 0))
-_RUNS_AFTER = (
-    select(events.c.stream_id, func.min(events.c.seq).label("first"))
-    .where(events.c.seq > bindparam("seq"))
-    .group_by(events.c.stream_id)
-    .order_by("first")
+# one row an event after `seq` (the new work), not a GROUP BY over every run's index entries
+_STREAMS_AFTER = (
+    select(events.c.stream_id).where(events.c.seq > bindparam("seq")).order_by(events.c.seq)
 )
-_HASH_PAGE = (
-    select(events.c.seq, events.c.event_hash)
-    .where(events.c.seq > bindparam("last"))
-    .order_by(events.c.seq)
-    .limit(bindparam("n"))
-)
+_HASHES = func.aggregate_strings(events.c.event_hash, literal_column("''"))
+_HASH_RANGE = (events.c.seq > bindparam("low"), events.c.seq <= bindparam("high"))
+# SQLite before 3.44 has no ORDER BY inside an aggregate: group_concat joins the rows in the
+# order the range scan of the primary key meets them, ascending seq. PostgreSQL is told.
+_HASH_PAGE = select(_HASHES).where(*_HASH_RANGE)
+_HASH_PAGE_PG = select(_HASHES.aggregate_order_by(events.c.seq)).where(*_HASH_RANGE)
 _READ_VERSION = select(*EVENT_COLUMNS).where(
     events.c.stream_id == bindparam("stream"), events.c.stream_version == bindparam("version")
 )

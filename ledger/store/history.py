@@ -11,13 +11,15 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     bindparam,
+    exists,
+    or_,
     select,
     tuple_,
 )
 
 from ledger.core.projections import RoundRow, RunRow
 from ledger.store.driver import driver_rows, driver_sql, with_booleans
-from ledger.store.tables import rounds, runs
+from ledger.store.tables import events, rounds, runs
 
 # Projection rows are read positionally, in the order of their dataclass's fields: building
 # them from mappings cost more than the query itself for the small results history returns.
@@ -56,6 +58,8 @@ class RoundFilter:
     bottleneck: str | None = None
     mechanism: str | None = None
     search: str | None = None
+    actor: str | None = None  # the decision's db_role, os_user or label, exactly
+    session: str | None = None  # the candidate's measurement session id
     since: str | None = None
     until: str | None = None
     limit: int | None = None
@@ -85,6 +89,63 @@ def fetch_rounds(conn: Connection, sql: str, params: Any) -> list[RoundRow]:
     return [RoundRow._make(with_booleans(row, ROUND_BOOLEANS)) for row in rows]
 
 
+# A round's decision event: its run's RoundDecided at the row's time, and its actor, from
+# one index (0009).
+def _decided_here():
+    return (
+        (events.c.stream_id == rounds.c.run_id)
+        & (events.c.event_type == "RoundDecided")
+        & (events.c.recorded_at == rounds.c.recorded_at)
+    )
+
+
+def _recorded_by(value):
+    """The round's decision was appended by an actor with this label, role or user."""
+    return exists().where(
+        _decided_here(),
+        or_(
+            *(events.c.actor.ilike(bindparam(f"actor_{key}"), escape="\\") for key in ACTOR_MATCHED)
+        ),
+    )
+
+
+ACTOR_MATCHED = ("label", "db_role", "os_user")  # what --actor compares (letter case aside)
+
+
+def _actor_patterns(name: str) -> dict[str, str]:
+    """LIKE patterns finding `"key":"name"` in an actor's canonical text."""
+    from json.encoder import encode_basestring
+
+    quoted = _like_escaped(encode_basestring(name))  # as RFC 8785 writes the string
+    return {f"actor_{key}": f'%"{key}":{quoted}%' for key in ACTOR_MATCHED}
+
+
+def _like_escaped(text: str) -> str:
+    """`text` matched literally by a LIKE pattern with escape character backslash."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def decision_actors(conn: Connection, rows: list[RoundRow]) -> dict[tuple[str, int], str | None]:
+    """The stored actor text of each round's decision event, by (run, round); None for a
+    decision from before actors were recorded. One query per 200 runs."""
+    wanted = {(r.run_id, r.recorded_at): r.round for r in rows}
+    found: dict[tuple[str, int], str | None] = {}
+    run_ids = sorted({r.run_id for r in rows})
+    for start in range(0, len(run_ids), 200):
+        chunk = run_ids[start : start + 200]
+        for run_id, at, actor in conn.execute(_DECISION_ACTORS, {"runs": chunk}):
+            number = wanted.get((run_id, at))
+            if number is not None:
+                found[(run_id, number)] = actor
+    return found
+
+
+_DECISION_ACTORS = select(events.c.stream_id, events.c.recorded_at, events.c.actor).where(
+    events.c.stream_id.in_(bindparam("runs", expanding=True)),
+    events.c.event_type == "RoundDecided",
+)
+
+
 # (filter field, how it compares); a query's shape is which of them are set.
 _ROUND_FILTERS = (
     ("run_id", lambda v: rounds.c.run_id == v),
@@ -99,6 +160,8 @@ _ROUND_FILTERS = (
         "search",
         lambda v: rounds.c.hypothesis.ilike(v, escape="\\") | rounds.c.change.ilike(v, escape="\\"),
     ),
+    ("actor", _recorded_by),
+    ("session", lambda v: rounds.c.session_id == v),
 )
 
 
@@ -111,14 +174,18 @@ def rounds_query(f: RoundFilter) -> tuple[Any, dict[str, Any]]:
         value = getattr(f, name)
         if value is not None and (name != "search" or value):
             values[name] = value
+    if "actor" in values:
+        values.update(_actor_patterns(values.pop("actor")))
+        shape_extra = {"actor"}
+    else:
+        shape_extra = set()
     if "search" in values:
-        escaped = values["search"].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        values["search"] = f"%{escaped}%"
+        values["search"] = f"%{_like_escaped(values['search'])}%"
     if f.after is not None:
         values["after_at"], values["after_run"], values["after_round"] = f.after
     if f.limit is not None:
         values["limit"] = f.limit
-    return _rounds_statement(frozenset(values)), values
+    return _rounds_statement(frozenset(values) | shape_extra), values
 
 
 @functools.cache

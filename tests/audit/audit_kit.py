@@ -30,6 +30,7 @@ COLUMNS = (
     "payload",
     "parent_hash",
     "event_hash",
+    "actor",
 )
 
 

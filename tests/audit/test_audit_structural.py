@@ -10,6 +10,7 @@ import audit_kit
 from audit_kit import COLUMNS, copy_ledger, move_to_end, read_events, rehash, swap, write_event
 
 from ledger.integrity import audit
+from ledger.integrity.eventchecks import BAD_PARENT
 from ledger.integrity.verify import rebuild_projections
 from ledger.store.eventstore import Store
 
@@ -154,3 +155,34 @@ def test_a_changed_parent_is_detected_with_or_without_a_new_hash(built, tmp_path
     f = _verify(url).first_failure
     assert (f.check, f.seq) == ("chain", victim.seq)
     assert "parent_hash does not link" in f.reason
+
+
+def test_an_actor_rewritten_and_rehashed_is_caught_by_the_chain_or_its_form(built, tmp_path):
+    """Another name written into an event's actor with its hash recomputed breaks the link
+    to the next event; an actor that is not one the ledger writes (not canonical, an
+    unknown field) fails the canonical check even when every hash after it is redone."""
+    path, url = _copy(built, tmp_path)  # the append-only triggers dropped
+    events = read_events(path)
+    target = next(e for e in events if e.event_type == "RoundDecided")
+    forged = rehash(target, actor=target.actor.replace('"tester"', '"mallory"'))
+    with sqlite3.connect(path) as conn:
+        write_event(conn, target.seq, forged)
+    f = _verify(url).first_failure
+    later = next(e for e in events if e.seq > target.seq and e.stream_id == target.stream_id)
+    assert (f.check, f.seq, f.reason) == ("chain", later.seq, BAD_PARENT)
+
+    for bad, why in (
+        ('{ "label":"x"}', "actor text is not RFC 8785 canonical"),
+        ('{"role":"x"}', "actor has unknown fields ['role']"),
+    ):
+        path, url = _copy(built, tmp_path / why[:5])
+        with sqlite3.connect(path) as conn:
+            parent = target.parent_hash
+            for e in (e for e in events if e.stream_id == target.stream_id):
+                if e.seq < target.seq:
+                    continue
+                e = rehash(e, parent_hash=parent, **({"actor": bad} if e is target else {}))
+                write_event(conn, e.seq, e)
+                parent = e.event_hash
+        f = _verify(url).first_failure
+        assert (f.check, f.seq, f.reason) == ("canonical", target.seq, why)

@@ -17,6 +17,7 @@ KEYS = {
     "status",
     "events_checked",
     "runs_checked",
+    "events_without_actor",
     "checks",
     "first_failure",
     "warnings",

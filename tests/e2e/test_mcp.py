@@ -6,19 +6,22 @@ two clients, a restart, and the run resources."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
+from sqlalchemy.engine import make_url
 
 pytest.importorskip("mcp")
 
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
 from cli.mcpserver import input_schema, tools
+from ledger.store.eventstore import Store
 
 from conftest import CliRunner, new_pg_database
 
@@ -28,13 +31,17 @@ RUN = "softmax-demo-001"
 
 
 @asynccontextmanager
-async def server(url: str, *allowed: Path, cwd: Path = ROOT, roots=None):
+async def server(url: str, *allowed: Path, cwd: Path = ROOT, roots=None, client=None):
     """A client of `kernel-ledger mcp` run in `cwd`, with an --allow-path per `allowed`, and
-    (with `roots`) a client that declares those folders as its roots."""
+    (with `roots`) a client that declares those folders as its roots; `client`: the name it
+    declares (clientInfo)."""
     args = ["-m", "cli", "--db", url, "mcp"]
     for folder in allowed:
         args += ["--allow-path", str(folder)]
-    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(cwd))
+    # the SDK starts the server with a few variables only: add the actor the tests pin
+    pinned = {k: v for k, v in os.environ.items() if k.startswith("KERNEL_LEDGER_")}
+    env = {**get_default_environment(), **pinned}
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(cwd), env=env)
     options = {}
     if roots is not None:
         import mcp_types as types
@@ -45,6 +52,10 @@ async def server(url: str, *allowed: Path, cwd: Path = ROOT, roots=None):
             )
 
         options["list_roots_callback"] = list_roots
+    if client is not None:
+        import mcp_types as types
+
+        options["client_info"] = types.Implementation(name=client, version="1.0")
     async with stdio_client(params) as streams, ClientSession(*streams, **options) as session:
         await session.initialize()
         yield Client(session)
@@ -319,6 +330,32 @@ def test_two_clients_one_round_and_a_restart(db_url, tmp_path):
     status, second, verified = run_async(restarted)
     assert status["run"]["rounds_recorded"] == 1
     assert second["round"] == 2 and verified["status"] == "ok"
+
+
+def test_the_client_declared_name_is_recorded_in_the_actor(db_url):
+    """Events appended over MCP name the client beside the backend's principal; the same
+    ledger's events from the command line name no client."""
+    cli = CliRunner(db_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+
+    async def as_client():
+        async with server(db_url, client="probe\x07agent") as call:
+            await call.ok("record", run=RUN, result=DEMO / "rounds" / "round-1.json")
+            return await call.ok("history", run=RUN), await call.ok("show", run=RUN, round=1)
+
+    listed, shown = run_async(as_client)
+    if db_url.startswith("sqlite"):
+        principal = {"host": "test-host", "os_user": "tester"}
+    else:
+        principal = {"db_role": make_url(db_url).username}
+    mine = {**principal, "client": "probe?agent", "label": "test-suite"}
+    assert listed["rounds"][0]["actor"] == shown["actor"] == mine
+    store = Store(db_url)
+    with store.transaction() as conn:
+        actors = [json.loads(e.actor) for e in store.read_stream(conn, RUN)]
+    store.close()
+    planned = {**principal, "label": "test-suite"}
+    assert actors == [planned] * (len(actors) - 4) + [mine] * 4  # plan's, then the round's
 
 
 def test_run_resources(sqlite_url):

@@ -80,6 +80,26 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
     assert abs(decided["relative_improvement"] - 0.05) < 0.01
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
+    # show names the round's session and gives the reference beside the candidate
+    shown = cli("show", "--run", campaign.run_id, "--round", "2", "--json").json()
+    assert shown["measurements"]["role"] == "candidate"
+    session = shown["measurements"]["session"]
+    assert (session["id"], session["device"]) == ("s-round-2", "GPU-1")
+    assert shown["reference"]["role"] == "reference"
+    assert shown["reference"]["kernel_sha256"] == parent
+    text = cli("show", "--run", campaign.run_id, "--round", "2").stdout
+    assert "  session:    s-round-2 (device GPU-1)\n" in text
+    assert "the parent kernel, measured beside the candidate in its session" in text
+    assert "reference µs" in text
+    assert "reference" not in cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
+    # history finds a round by the session its candidate was measured in
+    found = cli("history", "--session", "s-round-2", "--json").json()
+    assert [(r["run_id"], r["round"], r["session_id"]) for r in found["rounds"]] == [
+        (campaign.run_id, 2, "s-round-2")
+    ]
+    assert cli("history", "--session", "s-other", "--json").json()["count"] == 0
+    listed = cli("history", "--run", campaign.run_id).stdout
+    assert "session" in listed.splitlines()[0] and "s-round-1" in listed
 
 
 def test_a_reference_of_another_kernel_is_refused(cli, campaign):
@@ -194,6 +214,7 @@ def test_a_sequential_round_replays_under_the_rule_it_was_recorded_by(cli, tmp_p
     old = tmp_path / "old.sqlite3"
     shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
     before = CliRunner(f"sqlite:///{old}")
+    assert before("db", "upgrade").exit_code == 0
     assert before("verify").exit_code == 0
     recorded = before("show", "--run", "softmax-demo-001", "--round", "1", "--json").json()
     assert recorded["decision"]["decision"] == "KEEP"
@@ -308,11 +329,17 @@ def test_a_reference_keep_recorded_under_contract_1_replays_unchained(cli, tmp_p
     old = tmp_path / "old.sqlite3"
     shutil.copyfile(fixture.with_suffix(".sqlite3"), old)
     before = CliRunner(f"sqlite:///{old}")
+    assert before("db", "upgrade").exit_code == 0
     assert before("verify").exit_code == 0
     status = before("status", "--run", "softmax-demo-001", "--json").json()
     assert (status["run"]["conclusion"], status["run"]["target_met"]) == ("inconclusive", False)
     assert 0.079 < status["run"]["cumulative_improvement"] < 0.081
     assert status["baseline_comparison"] is None
+    # made before 0010: the upgrade filled the round's session from its stored events
+    assert before("db", "upgrade").exit_code == 0
+    found = before("history", "--session", "s-1", "--json").json()["rounds"]
+    assert [(r["round"], r["session_id"]) for r in found] == [(1, "s-1")]
+    assert before("verify").exit_code == 0
 
     assert cli("plan", "--config", fixture / "config.json").exit_code == 0
     now = cli("record", "--run", "softmax-demo-001", "--result", fixture / "round-1.json", "--json")

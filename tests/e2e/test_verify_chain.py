@@ -70,6 +70,7 @@ def test_chain_of_an_intact_ledger(cli, campaign, tmp_path):
         "status": "ok",
         "events_checked": total,
         "runs_checked": 1,
+        "events_without_actor": 0,
         "checks": {"seq": "ok", "hash": "ok", "chain": "ok"},
         "first_failure": None,
         "warnings": [],
@@ -112,6 +113,7 @@ def test_chain_names_a_changed_event(cli, campaign, tmp_path):
         "status": "failed",
         "events_checked": 4,
         "runs_checked": 1,
+        "events_without_actor": 0,
         "checks": {"seq": "ok", "hash": "failed", "chain": "not run"},
         "first_failure": {
             "seq": 5,
@@ -121,6 +123,7 @@ def test_chain_names_a_changed_event(cli, campaign, tmp_path):
             "reason": HASH_REASON,
         },
         "warnings": [],
+        "error": f"verification failed at seq 5 ({RUN} v5): hash: {HASH_REASON}",
     }
     full = cli("verify")  # the full replay stops at the same event, for the same reason
     assert (full.exit_code, full.stderr) == (1, text.stderr)
@@ -136,6 +139,7 @@ def test_chain_names_a_rehashed_event_and_a_gap(cli, campaign, tmp_path):
         recorded_at=row["recorded_at"],
         parent_hash=row["parent_hash"],
         payload=bytes(row["payload"]),
+        actor=row["actor"],
     )
     _tamper(
         cli.db_url,

@@ -4,6 +4,7 @@ remove what was appended (refused by privileges, before the append-only triggers
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,7 @@ def test_grant_refusals(shared: Shared, sqlite_url: str):
     ):
         result = owner("db", "grant", "--role", role, "--json")
         assert result.exit_code == 2, (role, result.stderr)
-        assert message in result.stderr and result.stderr.count("\n") == 1
+        assert message in result.error and result.stderr == ""
         assert result.json()["exit_code"] == 2
     lite = CliRunner(sqlite_url)("db", "grant", "--role", "app")
     assert lite.exit_code == 2 and "a SQLite ledger has no roles" in lite.stderr
@@ -238,5 +239,70 @@ def test_a_read_only_role_verifies_and_reads_but_cannot_write(shared: Shared, tm
         assert result.exit_code == 0, (args, result.stderr)
     other = Campaign(tmp_path / "other", run_id="softmax-ro-001")
     refused = ro("plan", "--config", other.config(), "--json")
-    assert refused.exit_code == 4 and "permission denied for table" in refused.stderr
-    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert refused.exit_code == 4 and "permission denied for table" in refused.error
+    assert refused.stderr == "" and refused.stdout.count("\n") == 1
+
+
+def _actors(url: str) -> list[tuple[str, dict]]:
+    """(event type, actor) of every event, in seq order."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT event_type, actor FROM events ORDER BY seq")).all()
+    engine.dispose()
+    return [(kind, json.loads(actor)) for kind, actor in rows]
+
+
+def test_each_role_appends_as_itself_and_cannot_claim_another(shared: Shared, tmp_path: Path):
+    """Two application roles share a ledger: every event names the role that appended it,
+    as the database says (`current_user`), and a role that writes another's name, or none,
+    is refused by the database itself."""
+    _granted(shared)
+    second = f"{shared.app}_b"
+    admin = create_engine(shared.admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE ROLE "{second}" LOGIN'))
+    admin.dispose()
+    assert CliRunner(shared.owner_url)("db", "grant", "--role", second).exit_code == 0
+    second_url = make_url(shared.app_url).set(username=second).render_as_string(False)
+    first, other = CliRunner(shared.app_url), CliRunner(second_url)
+    c = Campaign(tmp_path / "campaign")
+    assert first("plan", "--config", c.config()).exit_code == 0
+    planned = len(_actors(shared.app_url))
+    recorded = other("record", "--run", c.run_id, "--result", c.round([16.0, 37.0, 23.0]))
+    assert recorded.exit_code == 0, recorded.stderr
+    actors = _actors(shared.app_url)
+    label = {"label": "test-suite"}  # tests/conftest.py pins it
+    assert [a for _, a in actors[:planned]] == [{"db_role": shared.app, **label}] * planned
+    assert [a for _, a in actors[planned:]] == [{"db_role": second, **label}] * (
+        len(actors) - planned
+    )
+    assert {kind for kind, _ in actors[planned:]} >= {"RoundSubmitted", "RoundDecided"}
+    assert first("verify").exit_code == 0
+
+    # a client that writes the other role's name (or no actor) into a row is refused
+    engine = create_engine(shared.app_url)
+    with engine.connect() as conn:
+        last = conn.execute(text("SELECT * FROM events ORDER BY seq DESC LIMIT 1")).mappings()
+        row = dict(last.one())
+    engine.dispose()
+    forged = {
+        **row,
+        "seq": row["seq"] + 1,
+        "event_id": str(uuid.uuid4()),
+        "stream_version": row["stream_version"] + 1,
+        "parent_hash": row["event_hash"],
+    }
+    columns = ", ".join(forged)
+    values = ", ".join(f":{k}" for k in forged)
+    insert = f"INSERT INTO events ({columns}) VALUES ({values})"
+    for claimed in (json.dumps({"db_role": second}), json.dumps({"os_user": second}), None):
+        engine = create_engine(shared.app_url)
+        try:
+            with engine.begin() as conn, pytest.raises(sa_exc.DBAPIError) as caught:
+                conn.execute(text(insert), {**forged, "actor": claimed})
+        finally:
+            engine.dispose()
+        assert f"role {shared.app} may append only events whose actor names it" in str(
+            caught.value.orig
+        ), claimed
+    assert len(_actors(shared.app_url)) == len(actors)

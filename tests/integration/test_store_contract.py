@@ -109,7 +109,8 @@ def test_database_refuses_update_delete_and_replace(store: Store):
         _refused(
             store,
             "INSERT OR REPLACE INTO events SELECT 1, event_id, stream_id, stream_version, "
-            "'Forged', schema_version, recorded_at, payload, parent_hash, event_hash FROM events",
+            "'Forged', schema_version, recorded_at, payload, parent_hash, event_hash, actor "
+            "FROM events",
         )
         _refused(store, "REPLACE INTO blobs SELECT sha256, size, x'00' FROM blobs")
     else:
