@@ -55,7 +55,7 @@ events = Table(
     UniqueConstraint("stream_id", "stream_version"),
     Index(None, "stream_id", "event_type", "stream_version"),  # 0005: record's reads by type
     Index(None, "stream_id", "event_type", "recorded_at", "actor"),  # 0009: a decision's actor
-    Index(None, "seq", "event_hash"),  # 0010: the Merkle leaves read from the index alone
+    Index(None, "seq", "event_hash"),  # 0011: the Merkle leaves read from the index alone
     CheckConstraint("seq >= 1", name="seq_positive"),
     CheckConstraint("stream_version >= 1", name="version_positive"),
 )
@@ -141,6 +141,7 @@ rounds = Table(
     Column("mechanism_confirmed", Boolean(create_constraint=False)),
     Column("flags", Text),
     Column("start_signals", Text),
+    Column("session_id", String(256)),  # the candidate's measurement session: 0010
     # history's filters; each ends with the query's order, (recorded_at, run_id, round): 0006
     Index(None, "op_name", "recorded_at", "run_id", "round"),
     Index(None, "op_name", "decision", "recorded_at", "run_id", "round"),
@@ -153,6 +154,8 @@ rounds = Table(
     Index(None, "soc", "decision", "recorded_at", "run_id", "round"),
     Index(None, "mechanism", "decision", "recorded_at", "run_id", "round"),
     Index(None, "bottleneck", "decision", "recorded_at", "run_id", "round"),
+    # history --session: 0010
+    Index(None, "session_id", "recorded_at", "run_id", "round"),
 )
 
 profiles = Table(

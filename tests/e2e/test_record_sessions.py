@@ -92,6 +92,14 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
     assert "the parent kernel, measured beside the candidate in its session" in text
     assert "reference µs" in text
     assert "reference" not in cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
+    # history finds a round by the session its candidate was measured in
+    found = cli("history", "--session", "s-round-2", "--json").json()
+    assert [(r["run_id"], r["round"], r["session_id"]) for r in found["rounds"]] == [
+        (campaign.run_id, 2, "s-round-2")
+    ]
+    assert cli("history", "--session", "s-other", "--json").json()["count"] == 0
+    listed = cli("history", "--run", campaign.run_id).stdout
+    assert "session" in listed.splitlines()[0] and "s-round-1" in listed
 
 
 def test_a_reference_of_another_kernel_is_refused(cli, campaign):
@@ -327,6 +335,11 @@ def test_a_reference_keep_recorded_under_contract_1_replays_unchained(cli, tmp_p
     assert (status["run"]["conclusion"], status["run"]["target_met"]) == ("inconclusive", False)
     assert 0.079 < status["run"]["cumulative_improvement"] < 0.081
     assert status["baseline_comparison"] is None
+    # made before 0010: the upgrade filled the round's session from its stored events
+    assert before("db", "upgrade").exit_code == 0
+    found = before("history", "--session", "s-1", "--json").json()["rounds"]
+    assert [(r["round"], r["session_id"]) for r in found] == [(1, "s-1")]
+    assert before("verify").exit_code == 0
 
     assert cli("plan", "--config", fixture / "config.json").exit_code == 0
     now = cli("record", "--run", "softmax-demo-001", "--result", fixture / "round-1.json", "--json")

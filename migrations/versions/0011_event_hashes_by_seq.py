@@ -1,7 +1,7 @@
 """The event hashes in seq order, apart from the rows: what `verify --since` reads.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-02
 
 `verify --since` proves the events a checkpoint note covers by rebuilding the Merkle tree of
@@ -14,8 +14,8 @@ no table is rebuilt, on SQLite or PostgreSQL.
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
