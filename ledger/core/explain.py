@@ -184,7 +184,15 @@ def _bootstrap_words(stats: dict[str, Any]) -> dict[str, str]:
     quantile = stats.get("regression_quantile")
     sigma = stats.get("drift_sigma")
     pairs = stats.get("drift_pairs")
-    if stats.get("drift_estimated"):
+    if stats.get("sides") == "reference":
+        drift = " (no drift widened it: both sides were measured in one session)"
+    elif stats.get("sides") == "different-sessions" and not stats.get("drift_estimated"):
+        drift = (
+            f" (the sides come from different sessions: the assumed drift sigma "
+            f"{sigma * 100:.2f}% widened it; {_aa_pairs(pairs or 0)} usable, "
+            f"{MIN_DRIFT_PAIRS} needed to estimate it)"
+        )
+    elif stats.get("drift_estimated"):
         drift = f" (drift sigma {sigma * 100:.2f}% from {_aa_pairs(pairs)} widened it)"
     elif stats:
         drift = (
