@@ -55,6 +55,7 @@ events = Table(
     UniqueConstraint("stream_id", "stream_version"),
     Index(None, "stream_id", "event_type", "stream_version"),  # 0005: record's reads by type
     Index(None, "stream_id", "event_type", "recorded_at", "actor"),  # 0009: a decision's actor
+    Index(None, "seq", "event_hash"),  # 0011: the Merkle leaves read from the index alone
     CheckConstraint("seq >= 1", name="seq_positive"),
     CheckConstraint("stream_version >= 1", name="version_positive"),
 )
