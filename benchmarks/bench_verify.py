@@ -41,7 +41,7 @@ def cached_ledger(events: int) -> tuple[Path, str, int]:
         return path, found["note"], found["next_run"]
     from benchmarks.common import remove_sqlite
     from benchmarks.workload import BulkWriter, Generator, Shape
-    from ledger.integrity import audit, merkle
+    from ledger.integrity import audit
     from ledger.integrity.checkpoint import Checkpoint, format_note
     from ledger.store.eventstore import Store
 
@@ -58,9 +58,7 @@ def cached_ledger(events: int) -> tuple[Path, str, int]:
             progress(f"verify: {writer.events_written:,} events written")
     writer.flush()
     with store.transaction() as conn:
-        tree = merkle.TreeBuilder()
-        for page in store.event_hash_pages(conn):
-            tree.extend(bytes.fromhex(h) for _, h in page)
+        tree = audit.stored_tree(store, conn)
         origin = audit.origin_for(store.ledger_id(conn))
     store.close()
     note = format_note(Checkpoint(origin, tree.size, tree.root()))

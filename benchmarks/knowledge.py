@@ -27,7 +27,8 @@ entry among them:
 Failure signatures: for every run (as it stands at its end, every other run the history),
 the entries that failed validation or were discarded in two or more other runs similar to it
 (same op family, or a starting bottleneck class in common: a notion independent of
-suggest's own score) should be among suggest's failure signatures (its default five).
+suggest's own score) should be among suggest's failure signatures. The report lists the
+missed ones with the failing runs and suggest's similarity of each (its most similar round).
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ from ledger.core import knowledge, mechanisms  # noqa: E402
 from ledger.core.projections import RunView  # noqa: E402
 from ledger.core.suggest import (  # noqa: E402
     FAILED,
+    MIN_SIMILARITY,
     entry_of,
+    likeness,
     op_family,
     start_profiles,
     suggest,
@@ -137,6 +140,7 @@ class Case:
     query: list[str]
     prior: list[str]
     op_in_history: bool  # another run of the same op is in the history
+    kept_in_history: bool  # another run kept the same entry
 
 
 def _prior(history: Sequence[RunView]) -> list[str]:
@@ -216,6 +220,7 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
         history = [v for v in views if v.run.run_id != view.run.run_id]
         ids = _export(history, hashes, work / "knowledge" / view.run.run_id) if query_ok else {}
         prior = _prior(history)
+        kept_elsewhere = {entry_of(r) for v in history for r in v.rounds if r.decision == "KEEP"}
         for row in view.rounds:
             if row.decision != "KEEP":
                 continue
@@ -240,17 +245,20 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
                     ),
                     prior=prior,
                     op_in_history=any(v.run.op_name == view.run.op_name for v in history),
+                    kept_in_history=entry_of(row) in kept_elsewhere,
                 )
             )
     named = [c for c in cases if c.kept != mechanisms.OTHER]
     same_op = [c for c in cases if c.op_in_history]
     new_op = [c for c in cases if not c.op_in_history]
+    by_prior = [c for c in cases if c.kept in c.prior]
+    not_by_prior = [c for c in cases if c.kept not in c.prior]
 
     def rate(pick, among) -> float | None:
         return sum(c.kept in pick(c) for c in among) / len(among) if among else None
 
     expected = listed = 0
-    missed: list[tuple[str, str]] = []
+    missed: list[tuple[str, str, list[tuple[str, float]]]] = []  # with suggest's similarity
     for view in views:
         history = [v for v in views if v.run.run_id != view.run.run_id]
         failing: dict[str, set[str]] = {}
@@ -262,10 +270,22 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
                 if r.decision in FAILED and entry != mechanisms.OTHER:
                     failing.setdefault(entry, set()).add(other.run.run_id)
         wanted = {e for e, runs in failing.items() if len(runs) >= 2}
-        got = {s.entry for s in suggest(target_of(view), history).signatures}
+        target = target_of(view)
+        got = {s.entry for s in suggest(target, history).signatures}
         expected += len(wanted)
         listed += len(wanted & got)
-        missed += [(view.run.run_id, e) for e in sorted(wanted - got)]
+        by_id = {v.run.run_id: v for v in history}
+        missed += [
+            (
+                view.run.run_id,
+                e,
+                [
+                    (run, max(likeness(target, by_id[run], r).value for r in by_id[run].rounds))
+                    for run in sorted(failing[e])
+                ],
+            )
+            for e in sorted(wanted - got)
+        ]
     return {
         "runs": len(views),
         "rounds": sum(len(v.rounds) for v in views),
@@ -292,6 +312,17 @@ def evaluate(views: Sequence[RunView], hashes, work: Path) -> dict:
             }
             for part, among in (("op_in_history", same_op), ("op_not_in_history", new_op))
         },
+        "top3_by_prior": {
+            part: {
+                "rounds": len(among),
+                "suggest": rate(lambda c: c.suggest, among),
+                "knowledge_query": rate(lambda c: c.query, among) if query_ok else None,
+            }
+            for part, among in (("prior_names_it", by_prior), ("prior_does_not", not_by_prior))
+        },
+        "kept_in_no_other_run": [
+            (c.run_id, c.round, c.kept) for c in cases if not c.kept_in_history
+        ],
         "failure_signatures": {
             "expected": expected,
             "listed": listed,
@@ -349,6 +380,22 @@ def report(figures: dict, source: str) -> str:
             )
             if count
         ),
+        *(
+            f"| KEEP rounds whose entry the prior's top three {label} ({p['rounds']}) | "
+            f"{_p(p['suggest'])} | | {_p(p['knowledge_query'])} | {_p(value)} |"
+            for p, label, value in (
+                (figures["top3_by_prior"]["prior_names_it"], "names", 1.0),
+                (figures["top3_by_prior"]["prior_does_not"], "does not name", 0.0),
+            )
+            if p["rounds"]
+        ),
+        "",
+        "KEEP rounds whose entry no other run kept (no ranker has a KEEP to go by): "
+        + (
+            ", ".join(f"{r} round {n} ({e})" for r, n, e in figures["kept_in_no_other_run"])
+            or "none"
+        )
+        + ".",
         "",
         f"Failure signatures: {f['listed']} of {f['expected']} mechanisms that failed in two "
         f"or more similar runs are listed ({_p(f['recall'])}).",
@@ -398,7 +445,13 @@ def document(figures: dict, source: str, argv: list[str] | None) -> str:
     if missed:
         lines += [
             "",
-            "Failure signatures not listed: " + ", ".join(f"{e} for {r}" for r, e in missed) + ".",
+            "Failure signatures not listed (the runs it failed in, with suggest's similarity of "
+            f"each; a similar run is one at least {MIN_SIMILARITY} similar):",
+            "",
+            *(
+                f"- {e} for {r}: " + ", ".join(f"{run} ({like:.3f})" for run, like in runs)
+                for r, e, runs in missed
+            ),
         ]
     return "\n".join(lines) + "\n"
 

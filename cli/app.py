@@ -120,12 +120,15 @@ def callback(command: Command):
         out = command.call(env, **args)
         if out is None:
             return
-        if as_json:
-            emit_json(out.document)
+        if as_json:  # one channel: a failed check's reason is in the document too
+            failed = {"error": out.failure} if out.failure and "error" not in out.document else {}
+            emit_json({**out.document, **failed})
         elif command.render is not None:
             command.render(out, SimpleNamespace(**args))
         if out.failure is not None:
-            sys.stderr.write(f"Error: {out.failure}\n")
+            if not as_json:
+                sys.stdout.flush()  # the output before the reason, also through a pipe
+                sys.stderr.write(f"Error: {out.failure}\n")
             raise typer.Exit(1)
 
     params = [

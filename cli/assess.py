@@ -35,8 +35,9 @@ COMMAND = Command(
     "assess",
     """What `record` would decide for a round result now, under the run's locked policy, its
     current best kernel and the result's `reference`; writes nothing. With the run's
-    statistics.sequential it says whether the round is `settled` and, if not, how many
-    `more_repeats` per case the next look needs: measure them, append them, assess again.
+    statistics.sequential (its keys: `template config`) it says whether the round is
+    `settled` and, if not, how many `more_repeats` per case the next look needs: measure
+    them, append them, assess again.
 
     Example:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 
 from cli.declare import REQUIRED, Command, Env, Option, Outcome
 from cli.output import plural, progress, say
@@ -33,13 +34,7 @@ def copy(env: Env, to: str) -> Outcome:
             "status": "ok",
             "from": source.shown_url,
             "to": target.shown_url,
-            "ledger_id": result.ledger_id,
-            "events": result.events,
-            "blobs": result.blobs,
-            "runs": result.runs,
-            "other_rows": result.other_rows,
-            "tree_size": result.tree_size,
-            "tree_root": result.tree_root,
+            **asdict(result),
         },
         (result, target.shown_url),
     )

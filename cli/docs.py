@@ -88,10 +88,17 @@ def cli_section(command: Command) -> list[str]:
 
 
 def tool_section(command: Command) -> list[str]:
-    lines = [f"### {command.tool_name}", "", f"`{synopsis(command)}`: {command.summary}", ""]
+    """A command's section of the skill's commands.md: its MCP tool's, or, for a command
+    that is no tool, the command line's alone (said so)."""
+    title = command.tool_name if command.tool else command.name
+    lines = [f"### {title}", "", f"`{synopsis(command)}`: {command.summary}", ""]
+    if not command.tool:
+        lines += ["Command line only: no MCP tool.", ""]
     if command.options:
-        lines += [*options_table(command, arguments=True), ""]
-    return [*lines, f"JSON: {command.returns}.", ""]
+        lines += [*options_table(command, arguments=command.tool), ""]
+    if command.returns:
+        lines += [f"JSON: {command.returns}.", ""]
+    return lines
 
 
 def _source(command: Command) -> str:
@@ -119,12 +126,14 @@ def documented_order(text: str, commands: dict[str, Command]) -> list[Command]:
     return [commands[name] for name in names if name in commands]
 
 
-def tools_md(text: str, order: list[Command]) -> str:
-    """The skill's commands.md with one section per tool, in the documented order."""
+def tools_md(text: str, order: list[Command], commands: dict[str, Command]) -> str:
+    """The skill's commands.md with one section per command, in the documented order (the
+    commands docs/cli.md has no section for after them)."""
+    shown = {c.name for c in order}
+    rest = [c for c in commands.values() if c.name not in shown]
     lines = []
-    for command in order:
-        if command.tool:
-            lines += tool_section(command)
+    for command in [*order, *rest]:
+        lines += tool_section(command)
     return _replace(text, _block("the declarations in cli/", lines))
 
 
@@ -143,6 +152,31 @@ def agents_md(text: str, order: list[Command]) -> str:
 
 def mechanisms_md(text: str) -> str:
     """docs/mechanisms.md's table of the vocabulary (ledger/core/mechanisms.py)."""
+    return _replace(text, _block("ledger/core/mechanisms.py", vocabulary_table()))
+
+
+MECHANISMS_HEAD = """# The mechanism vocabulary
+
+A round's `mechanism` (free text) and its `change` (`ROWS_PER_ITER=1 -> 4`) are mapped to
+one entry below, so the same mechanism counts as one across runs: `record` says the entry
+(`mechanism_entry`), `history --mechanism ENTRY` and `suggest` read it. The texts are
+lower-cased, every run of characters other than letters, digits and `=` made one space, and
+the entries tried in this order: the first whose phrase (a regular expression over that
+text) occurs is the round's; the mechanism is tried before the change, and neither naming
+one is `other`. Write `mechanism` so that it holds one of an entry's phrases (`rows per
+program`, `num_warps`, `vectorized loads`) to be counted with the rounds before it;
+`record --dry-run` says the entry it maps to, or `other` with the nearest entries.
+
+"""
+
+
+def mechanisms_reference() -> str:
+    """The skill's references/mechanisms.md: the vocabulary, entries and phrases."""
+    return MECHANISMS_HEAD + _block("ledger/core/mechanisms.py", vocabulary_table())
+
+
+def vocabulary_table() -> list[str]:
+    """The vocabulary's entries in order, each with its phrases (ledger/core/mechanisms.py)."""
     from ledger.core.mechanisms import VOCABULARY
 
     lines = ["| entry | what it changes | platform | phrases (in order) |", "|---|---|---|---|"]
@@ -155,7 +189,7 @@ def mechanisms_md(text: str) -> str:
             or "—"
         )
         lines.append(f"| `{e.id}` | {e.title} | {e.platform} | {phrases} |")
-    return _replace(text, _block("ledger/core/mechanisms.py", lines))
+    return lines
 
 
 def _replace(text: str, block: str) -> str:
@@ -175,9 +209,10 @@ def generated() -> dict[Path, str]:
     vocabulary = ROOT / "docs" / "mechanisms.md"
     return {
         cli: cli_text,
-        skill: tools_md(skill.read_text(encoding="utf-8"), order),
+        skill: tools_md(skill.read_text(encoding="utf-8"), order, commands),
         agents: agents_md(agents.read_text(encoding="utf-8"), order),
         vocabulary: mechanisms_md(vocabulary.read_text(encoding="utf-8")),
+        ROOT / "cli" / "skilldata" / "references" / "mechanisms.md": mechanisms_reference(),
         ROOT / "docs" / "inputs.md": inputs_md(),
         ROOT / "cli" / "skilldata" / "references" / "inputs.md": inputs_md(),
     }
@@ -202,10 +237,42 @@ none).
 
 
 def inputs_md() -> str:
-    """docs/inputs.md and the skill's references/inputs.md: every input file."""
+    """docs/inputs.md and the skill's references/inputs.md: every input file, and the
+    profile formats with the signal names each gives."""
     from ledger.inputs.schemas import reference_markdown
 
-    return INPUTS_HEAD + _block("ledger/inputs/models.py", [reference_markdown()])
+    return (
+        INPUTS_HEAD
+        + _block("ledger/inputs/models.py", [reference_markdown()])
+        + "\n"
+        + _block("ledger/inputs/profiles/catalog.py", profiles_markdown())
+    )
+
+
+def profiles_markdown() -> list[str]:
+    """The profile formats `profile` and a round's `profile` read, and per format the
+    signal names its reader gives (ledger/inputs/profiles/catalog.py)."""
+    from ledger.inputs.profiles.catalog import FORMAT_LIST
+
+    lines = [
+        "## Profiles",
+        "",
+        "The formats `profile PATH` and a round result's `profile` read (the file's own "
+        "header decides), and the signal names each reader gives: `expected_signal.metric` "
+        "names one of them, and a JSON signal map should use them, or the attribution "
+        "reads nothing. `profile --dry-run` prints the signals a file gives.",
+        "",
+    ]
+    for f in FORMAT_LIST:
+        lines += [f"### {f.name} ({f.platform})", "", f"Reads {f.what}.", ""]
+        if f.named:
+            lines += ["| signal | unit | read from |", "|---|---|---|"]
+            for n in f.named:
+                read = ", ".join(f"`{s}`" for s in f.sources.get(n, ()))
+                lines.append(f"| `{n}` | {f.units.get(n, '')} | {read} |")
+            lines.append("")
+        lines += [f"Besides: {f.others}.", ""]
+    return lines
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from cli.audit import pinned_note
@@ -14,20 +15,7 @@ def export(env: Env, run: str, out: str, force: bool, checkpoint: list[str]) -> 
 
     notes = [note for note in map(pinned_note, checkpoint) if note is not None]
     result = export_run(env.store(), run, Path(out), pinned_notes=notes, force=force)
-    return Outcome(
-        {
-            "status": "exported",
-            "run_id": result.run_id,
-            "path": str(result.path),
-            "events": result.events,
-            "blobs": result.blobs,
-            "tree_size": result.tree_size,
-            "root": result.root,
-            "consistency_sizes": result.consistency_sizes,
-            "bytes": result.bytes,
-        },
-        result,
-    )
+    return Outcome({"status": "exported", **asdict(result), "path": str(result.path)}, result)
 
 
 def say_export(out: Outcome, args) -> None:

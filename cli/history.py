@@ -232,7 +232,8 @@ COMMAND = Command(
         ),
         "mechanism": Option(
             "Only rounds that changed this mechanism: an entry of the mechanism vocabulary "
-            "(docs/mechanisms.md; every round it classifies so), else the mechanism's exact name.",
+            "(the skill's references/mechanisms.md lists them; every round it classifies so), else "
+            "the mechanism's exact name.",
             metavar="NAME",
         ),
         "like_profile": Option(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,15 +46,7 @@ def import_(
     )
     finish()
     bodies = [
-        {
-            "status": "imported" if result.events_imported else "unchanged",
-            "run_id": result.run_id,
-            "origin": result.origin,
-            "events_in_bundle": result.events_in_bundle,
-            "events_imported": result.events_imported,
-            "first_seq": result.first_seq,
-            "last_seq": result.last_seq,
-        }
+        {"status": "imported" if result.events_imported else "unchanged", **asdict(result)}
         for result in results
     ]
     return Outcome(_imports(bodies, "bundles"), ("bundles", results))

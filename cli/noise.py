@@ -15,7 +15,7 @@ from cli.declare import (
     strict_option,
 )
 from cli.output import plural, say, say_warnings
-from ledger.core.aa import DRIFT_PAIRS_RULE
+from ledger.core.aa import DRIFT_PAIRS_RULE, MIN_DRIFT_PAIRS
 
 
 def noise(env: Env, run: str, measurements: str, dry_run: bool, strict: bool) -> Outcome:
@@ -29,8 +29,9 @@ def say_noise(out: Outcome, args) -> None:
         f"drift sigma {result['drift_sigma']:.4g} from {plural(result['drift_pairs'], 'pair')}"
         if result["drift_estimated"]
         else (
-            f"drift unestimated ({plural(result['drift_pairs'], 'usable pair')}; "
-            f"{DRIFT_PAIRS_RULE})"
+            f"drift unestimated ({plural(result['drift_pairs'], 'usable pair')}, "
+            f"{plural(MIN_DRIFT_PAIRS - result['drift_pairs'], 'more `noise` call')} of this "
+            f"kernel to go; {DRIFT_PAIRS_RULE})"
         )
     )
     say_warnings(result.get("warnings", ()))

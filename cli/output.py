@@ -1,5 +1,5 @@
 """Rendering: one JSON object on stdout with --json, readable text otherwise.
-Errors are one line on stderr (`Error: …`), plus an error object on stdout with --json."""
+Errors are one line on stderr (`Error: …`), or, with --json, an error object on stdout only."""
 
 from __future__ import annotations
 
@@ -55,16 +55,18 @@ def error(
     summary: str | None = None,
 ) -> None:
     """`Error: message` on stderr; with several `details["problems"]`, the `summary` line
-    and one line per problem instead."""
+    and one line per problem instead. With `as_json`, the error object on stdout only: one
+    channel, as every `--json` answer."""
     line = " ".join(str(message).split())
+    if as_json:
+        emit_json({"status": "error", "error": line, "exit_code": exit_code, **(details or {})})
+        return
     listed = (details or {}).get("problems") or []
     if summary is not None and len(listed) > 1:
         text = "".join(f"  {terminal_safe(p)}\n" for p in listed)
         sys.stderr.write(f"Error: {terminal_safe(summary)}\n{text}")
     else:
         sys.stderr.write(f"Error: {terminal_safe(line)}\n")
-    if as_json:
-        emit_json({"status": "error", "error": line, "exit_code": exit_code, **(details or {})})
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

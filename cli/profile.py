@@ -85,7 +85,8 @@ COMMAND = Command(
     """Ingest profiler output (msprof op folder, op_summary, kernel_details, ncu CSV or a
     JSON signal map) for one kernel of a run (name exactly one of --baseline, --round,
     --kernel, --candidate), and attribute its bottleneck. The same files for the same
-    kernel are recorded once.
+    kernel are recorded once. The signal names each format gives: Profiles, in the
+    skill's references/inputs.md.
 
     Example:
 

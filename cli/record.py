@@ -45,9 +45,53 @@ def record(env: Env, run: str, result: str, dry_run: bool, strict: bool) -> Outc
             **not_found_keys(r),
             **({"warnings": list(r.warnings)} if r.warnings else {}),
             "already_recorded": r.already_recorded,
+            **(
+                {}
+                if r.already_recorded
+                else {
+                    "mechanism_entry": r.mechanism_entry,
+                    "profiles": list(r.profiles),
+                    "mechanism_check": r.mechanism_check,
+                }
+            ),
         },
         r,
     )
+
+
+def say_mechanism(r) -> None:
+    """Which vocabulary entry the round's mechanism mapped to, which of the candidate's
+    profiles the decision read, and what the mechanism check said."""
+    entry, check = r.mechanism_entry, r.mechanism_check
+    words = []
+    if entry is not None and entry["entry"] == "other":
+        nearest = ", ".join(entry["nearest"]) or "none"
+        words.append(f"mechanism other (no entry of references/mechanisms.md; nearest {nearest})")
+    elif entry is not None:
+        words.append(f"mechanism {entry['entry']} (named by its {entry['source']})")
+    if not r.profiles:
+        words.append("no profile of the candidate read")
+    if check is None:
+        words.append("no expected_signal")
+    say("  " + "; ".join(words))
+    for p in r.profiles:
+        where = ", ".join(p["files"]) or "profiler_signals"
+        case = f", case {p['case_id']}" if p["case_id"] else ""
+        say(
+            f"  profile read {'with the round' if p['with'] == 'round' else 'before it'}: "
+            f"{where} ({p['format']}{case}, {plural(len(p['signals']), 'signal')}, "
+            f"bottleneck {p['bottleneck'] or 'not attributed'})"
+        )
+    if check is not None:
+        verdict = {True: "confirmed", False: "refuted", None: "unknown"}[check["confirmed"]]
+        say(
+            f"  mechanism check: {check['metric']} {check['direction']} {verdict} "
+            f"(best {_value(check['best_value'])} -> candidate {_value(check['candidate_value'])})"
+        )
+
+
+def _value(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
 
 
 def say_record(out: Outcome, args) -> None:
@@ -65,6 +109,8 @@ def say_record(out: Outcome, args) -> None:
     )
     if r.failed_cases:
         say(f"  correctness gate failed on: {', '.join(r.failed_cases)}")
+    if not r.already_recorded:
+        say_mechanism(r)
     if r.needs_diagnosis:
         say(diagnose_hint(r.run_id))
     say_not_found(f"round {r.round}", r)
@@ -101,7 +147,10 @@ COMMAND = Command(
     returns='`status` "recorded" (or "checked" with --dry-run), '
     "`run_id`, `round`, `decision`, `relative_improvement`, "
     "`worst_case_regression`, `cumulative_improvement`, `target_met`, `needs_diagnosis`, "
-    "`remaining_rounds`, `best_kernel_sha256`, `already_recorded` (and `flags` when any, "
+    "`remaining_rounds`, `best_kernel_sha256`, `already_recorded`, `mechanism_entry` (`entry` "
+    "of references/mechanisms.md, `source`, `nearest` for `other`), `profiles` (the "
+    "candidate's profiles read: `with`, `files`, `format`, `case_id`, `signals`, "
+    "`bottleneck`), `mechanism_check` (and `flags` when any, "
     "`failed_cases` when its correctness gate failed, `warnings` when a key looks like a "
     "typo)",
     tool=True,

@@ -24,13 +24,24 @@ def say_show(out: Outcome, args) -> None:
         validation = detail["validation"]
         say(f"  validation: {validation['status']} ({validation['manifest']['path']})")
     if "measurements" in detail:
+        session = detail["measurements"].get("session")
+        if session:
+            say(f"  session:    {session_text(session)}")
+        reference = {
+            m["case_id"]: m["median_us"]
+            for m in (detail.get("reference") or {}).get("measurements", [])
+        }
+        if reference:
+            say("  reference:  the parent kernel, measured beside the candidate in its session")
         say(
             table(
-                ["case", "median µs", "repeats", "samples"],
+                ["case", "median µs", *(["reference µs"] if reference else []), "repeats",
+                 "samples"],
                 [
                     (
                         m["case_id"],
                         m["median_us"],
+                        *([reference.get(m["case_id"])] if reference else []),
                         m["repeats"],
                         "file not found"
                         if m.get("source_not_found")
@@ -41,7 +52,7 @@ def say_show(out: Outcome, args) -> None:
                     for m in detail["measurements"]["measurements"]
                 ],
             )
-        )
+        )  # fmt: skip
     for p in detail["profiles"]:
         attribution = p.get("attribution") or {}
         case = f" of case {p['case_id']}" if p.get("case_id") else ""
@@ -69,6 +80,14 @@ def say_show(out: Outcome, args) -> None:
         say(f"  why: {why['sentence']}")
         for flag, meaning in why["flags"].items():
             say(f"  flag {flag}: {meaning}")
+
+
+def session_text(session: dict) -> str:
+    """A measurement session in one line: its id, then device, host, start and timer where
+    it names them."""
+    named = [f"{k} {session[k]}" for k in ("device", "host", "started_at", "timer")
+             if session.get(k)]  # fmt: skip
+    return session["id"] + (f" ({', '.join(named)})" if named else "")
 
 
 def _verdict(check: dict) -> str:
@@ -100,9 +119,10 @@ COMMAND = Command(
     show,
     say_show,
     {"run": run_option(), "round": round_option("The round (0: baseline).", required=True)},
-    returns="`status`, `run_id`, `round`, `submitted`, `validation`, `measurements`, "
-    "`profiles`, `decision` (the stored events' payloads), `actor` (who recorded the "
-    "decision, or null), `explanation` {rule, sentence, worst_case, flags {flag: meaning}}",
+    returns="`status`, `run_id`, `round`, `submitted`, `validation`, `measurements` (with "
+    "its `session`), `reference` (where the round carried one), `profiles`, `decision` (the "
+    "stored events' payloads), `actor` (who recorded the decision, or null), `explanation` "
+    "{rule, sentence, worst_case, flags {flag: meaning}}",
     tool=True,
     one_shot=True,
 )

@@ -13,6 +13,7 @@ FILES = (
     "references/commands.md",
     "references/decisions.md",
     "references/inputs.md",
+    "references/mechanisms.md",
     "mcp.json",
     "scripts/measure.py",
 )

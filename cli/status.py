@@ -80,6 +80,7 @@ def attribution_by_case(
     for case in case_ids:
         if case in latest:
             attribution = latest[case].get("attribution") or {}
+            why = headroom_unknown(attribution)
             out.append(
                 {
                     "case_id": case,
@@ -87,9 +88,27 @@ def attribution_by_case(
                     "headroom": attribution.get("headroom"),
                     "first_experiment": attribution.get("first_experiment"),
                     "format": latest[case].get("format"),
+                    **({} if why is None else {"headroom_unknown": why}),
                 }
             )
     return out
+
+
+NO_FLOOR = (
+    "no cost floor: set the config's `floors` (effective_bandwidth_gbps in GB/s, with "
+    "bytes_moved or the profile's bytes; or elements with vector_throughput_elems_per_us; or "
+    "empty_kernel_us); target.sm_count and peak_bandwidth_gbps make no floor"
+)
+NO_DURATION = "the profile gives no duration to compare the floor with"
+
+
+def headroom_unknown(attribution: dict) -> str | None:
+    """Why a profile's headroom is unknown (None where it is known): it needs a floor from
+    the config's `floors` and a duration in the profile; the evidence lists the floors."""
+    if attribution.get("headroom") is not None:
+        return None
+    floored = any(str(e).startswith("floors (us): ") for e in attribution.get("evidence") or ())
+    return NO_DURATION if floored else NO_FLOOR
 
 
 def headroom_case(by_case: list[dict]) -> str | None:
@@ -143,6 +162,9 @@ def say_status(out: Outcome, args) -> None:
                 ],
             )
         )
+        unknown = sorted({c["headroom_unknown"] for c in by_case if "headroom_unknown" in c})
+        for why in unknown:
+            say(f"  headroom —: {why}")
         where = out.document["headroom_case"]
         if where is not None:
             best = next(c for c in by_case if c["case_id"] == where)
@@ -187,7 +209,8 @@ COMMAND = Command(
     {"run": run_option("One run in detail (default: every run).", required=False)},
     returns="`status`, `runs` (every run's row); with a run: `run`, `best_kernel` {sha256, "
     "path, round}, `cases`, `attribution_by_case` (the best kernel's latest profile of each "
-    "case profiled with its case: case_id, bottleneck, headroom, first_experiment, format), "
+    "case profiled with its case: case_id, bottleneck, headroom, first_experiment, format, "
+    "and headroom_unknown saying why where headroom is null), "
     "`headroom_case` (the case with the most headroom, or null), `baseline_comparison` "
     "(null, or where the cumulative improvement chains same-session references: "
     "{improvement, across_sessions}, the best kernel's medians against the original baseline)",

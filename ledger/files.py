@@ -45,7 +45,6 @@ __all__ = [
     "check_output",
     "env_bytes",
     "guard_ledger",
-    "guarded_ledgers",
     "ledger_companions",
     "max_bundle_bytes",
     "max_input_bytes",
@@ -80,10 +79,6 @@ def guard_ledger(path: Path) -> None:
     """From now on, no output this process writes may be the ledger `path` or one of its
     files. The store calls it for every SQLite ledger it opens (or creates)."""
     _GUARDED[Path(os.path.abspath(path))] = None
-
-
-def guarded_ledgers() -> tuple[Path, ...]:
-    return tuple(_GUARDED)
 
 
 def _ledger_identities(ledgers: Iterable[Path]) -> tuple[set[Path], set[tuple[int, int]]]:

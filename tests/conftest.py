@@ -109,6 +109,14 @@ class Result:
     def json(self):
         return json.loads(self.stdout)
 
+    @property
+    def error(self) -> str:
+        """What went wrong, from the one channel it was said on: the `error` of a `--json`
+        answer (stdout), else the `Error:` line(s) on stderr, without the prefix."""
+        if self.stdout.startswith("{"):
+            return str(self.json().get("error", ""))
+        return self.stderr.removeprefix("Error: ").rstrip("\n")
+
 
 @pytest.fixture
 def cli(db_url: str, monkeypatch):

@@ -4,6 +4,8 @@ the command line can word it without loading the statistics."""
 
 MIN_DRIFT_PAIRS = 5
 DRIFT_PAIRS_RULE = (
-    f"a drift estimate needs {MIN_DRIFT_PAIRS} A/A pairs (two remeasures of one kernel, each "
-    "with min_samples samples per case)"
+    f"a drift estimate needs {MIN_DRIFT_PAIRS} A/A pairs; each `noise` remeasure of a kernel "
+    "pairs with that kernel's measurement before it (baseline, round or remeasure), so "
+    f"{MIN_DRIFT_PAIRS} `noise` calls of one kernel give {MIN_DRIFT_PAIRS} pairs, usable where "
+    "both sides have min_samples samples per case"
 )

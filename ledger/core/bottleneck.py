@@ -709,8 +709,8 @@ def _gpu_pipes(s: Mapping[str, float], target: TargetCaps, t: Thresholds, fired:
         fired.append(mem if mem_hot else cmp)
 
 
-def _missing(kind: str | None, s: Mapping[str, float]) -> str:
-    if kind == "gpu":
+def _missing(kind: str | None, s: Mapping[str, float], target: TargetCaps) -> str:
+    if kind == "gpu" or (kind is None and target.sm_count is not None):  # a GPU target
         return (
             "SM and DRAM throughput (ncu sm__throughput / dram__throughput, the "
             "SpeedOfLight section), or DRAM bytes and a duration with the target's "
@@ -783,7 +783,7 @@ def classify(
             evidence.extend(f"also {cls}: {e}" for e in extra)
     else:
         winner = Bottleneck.UNKNOWN
-        missing = _missing(kind, s)
+        missing = _missing(kind, s, target)
         evidence = [*quiet, f"missing: {missing}"]
         first = f"collect {missing} before choosing a mechanism"
     if kind is not None:

@@ -57,7 +57,7 @@ def noise_aware(
     "different-sessions" (the drift estimate, else statistics.assumed_drift)."""
     from ledger.core import stats
 
-    config = _recorded_config(evidence.statistics)
+    config, drift, sigma = _drift(sides, evidence, weights)
     seed = stats.derive_seed(
         canonical(
             {
@@ -70,8 +70,6 @@ def noise_aware(
             string_keys=True,  # JSON types only: str, int and lists of floats or None
         )
     )
-    drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
-    sigma = _drift_for(sides, drift, config)
     if config.sequential is not None:
         return _sequential(
             run_id, round_no, contract, weights, best_samples, candidate_samples, objective,
@@ -96,15 +94,20 @@ def noise_aware(
     return outcome.decision, evidence_out
 
 
-def _drift_for(sides: str | None, drift: Any, config: Any) -> float:
-    """The drift between a decision's sides: none for a same-session reference; the run's
-    estimate, else statistics.assumed_drift, for sides of different sessions; the estimate
-    (0 when unestimated) where the sessions are unknown, as decisions always had it."""
+def _drift(sides: str | None, evidence: RunEvidence, weights: list[float]) -> tuple[Any, ...]:
+    """The run's statistics settings, its drift estimate from the A/A pairs, and the drift
+    between a decision's sides: none for a same-session reference; the run's estimate, else
+    statistics.assumed_drift, for sides of different sessions; the estimate (0 when
+    unestimated) where the sessions are unknown, as decisions always had it."""
+    from ledger.core import stats
+
+    config = _recorded_config(evidence.statistics)
+    drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
     if sides == "reference":
-        return 0.0
+        return config, drift, 0.0
     if sides == "different-sessions" and not drift.estimated:
-        return float(config.drift_assumed)
-    return float(drift.sigma)
+        return config, drift, float(config.drift_assumed)
+    return config, drift, float(drift.sigma)
 
 
 def _sequential(
@@ -287,9 +290,7 @@ def decide_round(
     if sides == "different-sessions" and decision is decide.Decision.KEEP and statistics is None:
         from ledger.core import stats
 
-        config = _recorded_config(evidence.statistics)
-        drift = stats.estimate_drift(evidence.noise_pairs, weights=weights, config=config)
-        sigma = _drift_for(sides, drift, config)
+        config, _, sigma = _drift(sides, evidence, weights)
         assert improvement is not None
         if not stats.clears_drift(improvement, sigma, config.alpha, objective.noise_floor):
             decision = decide.Decision.NOISE
@@ -391,11 +392,7 @@ def decide_round(
         worst_case_regression=regression,
         statistics=statistics,
         best_after=best_after,
-        consecutive_failures=progress.consecutive_failures,
-        cumulative_improvement=progress.cumulative_improvement,
-        target_met=progress.target_met,
-        needs_diagnosis=progress.needs_diagnosis,
-        remaining_rounds=progress.remaining_rounds,
+        **{k: v for k, v in asdict(progress).items() if k != "rounds_recorded"},
         mechanism=mechanism,
         mechanism_check=check,
         start_profile=start_profile,

@@ -348,14 +348,18 @@ class RoundDecided(_UnderContract):
     )
 
 
-class NoiseMeasured(Event):
+class NoiseMeasured(Event, _OmitsUnset):
     """An A/A remeasure of the current best kernel: session drift comes from these."""
 
     event_type: ClassVar[str] = "NoiseMeasured"
+    # `session`: where and when the remeasure was taken (the file's `session`); present only
+    # when named, so remeasures recorded before the field existed serialize as they did
+    OMITTED: ClassVar[tuple[str, ...]] = ("session",)
     kernel_sha256: str
     after_round: int
     measurements: list[Measurement]
     source: FileRef
+    session: dict[str, Any] | None = None
 
 
 class DiagnosisRecorded(Event):

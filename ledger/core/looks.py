@@ -70,7 +70,10 @@ class SequentialConfig:
     @classmethod
     def from_mapping(cls, mapping: Any) -> SequentialConfig:
         if not isinstance(mapping, Mapping):
-            raise InputError("statistics.sequential must be an object")
+            raise InputError(
+                f"statistics.sequential must be an object (keys, each optional: "
+                f"{', '.join(SETTINGS)}; `template config` describes them)"
+            )
         for key in mapping:
             if key not in SETTINGS:
                 raise InputError(

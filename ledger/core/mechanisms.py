@@ -291,3 +291,26 @@ def resolve(name: str) -> Entry | None:
         return BY_ID[text]
     found = classify(text, None)
     return None if found.entry == OTHER else BY_ID[found.entry]
+
+
+def nearest(text: str, count: int = 3) -> tuple[str, ...]:
+    """The entries closest to a text that names none (`other`): by how alike the text is
+    to each entry's id and title, word for word, closest first; for a reader to pick from.
+
+    >>> nearest("cheaper math")
+    ('arithmetic-rewrite', 'precision', 'gpu-tensor-cores')
+    """
+    import difflib
+
+    words = normalize(text).split()
+    if not words:
+        return ()
+
+    def score(entry: Entry) -> float:
+        named = normalize(f"{entry.id} {entry.title}").split()
+        return sum(
+            max(difflib.SequenceMatcher(None, w, n).ratio() for n in named) for w in words
+        ) / len(words)
+
+    ranked = sorted((e for e in VOCABULARY if e.id != OTHER), key=lambda e: -score(e))
+    return tuple(e.id for e in ranked[:count])

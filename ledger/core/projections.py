@@ -487,11 +487,6 @@ _HANDLERS: dict[str, Callable[[_Working, int, str, Any], None]] = {
 }
 
 
-def fold(events: Iterable[tuple[int, str, Event]]) -> RunView:
-    """Fold one run's (stream_version, recorded_at, event) triples, in version order."""
-    return fold_into(None, events)
-
-
 def row_fields(cls: type) -> tuple[str, ...]:
     """A projection row class's field names in column order (dataclass or named tuple)."""
     return cls._fields if issubclass(cls, tuple) else cls.__slots__

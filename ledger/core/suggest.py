@@ -303,13 +303,12 @@ def suggest(
     history: Sequence[RunView],
     *,
     limit: int = 5,
-    signature_limit: int = 5,
     tried_last: bool = True,
 ) -> Suggestions:
     """Mechanism entries ranked by their evidence in the rounds of `history` that resemble
     the target (the target's own run is left out of `history`), at most `limit`; and the
-    failure signatures, at most `signature_limit`: entries that failed validation or were
-    discarded in similar runs, most failing runs first. With `tried_last`, an entry this run
+    failure signatures: every entry that failed validation or was discarded in a similar
+    run (any of its rounds), most failing runs first. With `tried_last`, an entry this run
     already tried ranks after every entry it has not tried, one it kept before one it did
     not (what to try next is first what has not been tried; the benchmark also measures the
     ranking without it)."""
@@ -330,8 +329,8 @@ def suggest(
             if entry == mechanisms.OTHER:
                 other_rounds += like.value >= MIN_SIMILARITY
                 continue
-            # every round ranks, weighted by how near it is; only similar ones are
-            # failure signatures
+            # every round ranks, weighted by how near it is; only those of similar
+            # runs make failure signatures
             evidence.setdefault(entry, []).append((recency, row, like))
     tried_here: dict[str, list[tuple[int, str]]] = {}
     for row in target.tried:
@@ -344,7 +343,8 @@ def suggest(
         ),
         key=lambda r: (_tried_rank(r) if tried_last else 0, -r.score, r.entry),
     )
-    close = {e: [i for i in items if i[2].value >= MIN_SIMILARITY] for e, items in evidence.items()}
+    # the failure signatures come from every round of a similar run
+    close = {e: [i for i in items if i[1].run_id in similar] for e, items in evidence.items()}
     signatures = sorted(
         (s for s in (_signature(e, items) for e, items in close.items()) if s is not None),
         key=lambda s: (-s.failed_runs, -sum(b.similarity for b in s.rounds), s.entry),
@@ -364,8 +364,7 @@ def suggest(
     else:
         note = (
             f"{len(similar)} of {len(others)} other runs resemble this run; "
-            f"{sum(len(v) for v in close.values())} of their similar rounds name a mechanism "
-            "entry"
+            f"{sum(len(v) for v in close.values())} of their rounds name a mechanism entry"
         )
     elsewhere = tuple(
         (rnd, entry, decision)
@@ -377,7 +376,7 @@ def suggest(
         run_id=target.run_id,
         similar_runs=tuple(sorted(similar.items(), key=lambda kv: (-kv[1], kv[0]))),
         ranked=tuple(ranked[:limit]),
-        signatures=tuple(signatures[:signature_limit]),
+        signatures=tuple(signatures),
         other_rounds=other_rounds,
         note=note,
         tried_elsewhere=elsewhere,

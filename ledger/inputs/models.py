@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
@@ -206,11 +207,16 @@ class Rows:
 
     @property
     def model(self) -> type[BaseModel]:
-        return globals()[self.name]  # named: the model may be defined further down
+        found = globals()[self.name]  # named: the model may be defined further down
+        return found if isinstance(found, type) else found()  # or built on first use
 
     def __call__(self, schema: dict[str, Any]) -> None:
-        one = self.model.model_json_schema()
-        if not self.many:
+        one = inlined(self.model.model_json_schema())
+        if not self.many and "anyOf" in schema:
+            one.pop("description", None)
+            schema["anyOf"] = [one, {"type": "null"}]
+        elif not self.many:
+            schema.pop("$ref", None)  # a validated model's own schema: this one replaces it
             schema.update({k: v for k, v in one.items() if k != "description"})
         elif "anyOf" in schema:
             schema["anyOf"] = [{"type": "array", "items": one}, {"type": "null"}]
@@ -218,12 +224,31 @@ class Rows:
             schema["items"] = one
 
 
+def inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema with its `$defs` written in where each is used: a schema that can sit
+    inside another one's property."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk({**defs[ref.removeprefix("#/$defs/")], **{
+                    k: v for k, v in node.items() if k != "$ref"}})  # fmt: skip
+            return {k: walk(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
 def rows(model: Any, meaning: str, example: Any, *, default: Any = PydanticUndefined, many=True):
     """A `described` field of unparsed objects that `model` describes (see `Rows`)."""
     return Field(
         default,
         description=meaning,
-        examples=[example],
+        examples=None if example is PydanticUndefined else [example],
         json_schema_extra=Rows(model, many=many),  # type: ignore[arg-type]
     )
 
@@ -423,7 +448,7 @@ class MeasurementIn(_Open):
     samples_us: list[TimeUs] | None = described(
         None,
         "The raw per-repeat times; with samples on both sides the decision also runs the "
-        "seeded bootstrap (docs/statistics.md).",
+        "seeded bootstrap (the config's `statistics` settings).",
         unit="us",
     )
     source: Text | None = described(
@@ -516,6 +541,211 @@ class TargetIn(_Open):
     )
 
 
+# --- the statistics settings (SPEC 4.2, 4.2b) ----------------------------------------------
+
+STATISTICS_SETTINGS: dict[str, tuple[str, str | None, dict[str, Any]]] = {
+    "min_samples": (
+        "Raw samples per case both sides need before the seeded bootstrap may turn a KEEP "
+        "into NOISE or DISCARD; with fewer, the contract's medians decide. An integer ≥ 3.",
+        "samples per case",
+        {"minimum": 3},
+    ),
+    "resamples": (
+        "Bootstrap resamples per decision, 100 to 100000.",
+        None,
+        {"minimum": 100, "maximum": 100_000},
+    ),
+    "alpha": (
+        "The KEEP test's level: NOISE unless the lower alpha quantile of the improvement is "
+        "above the noise floor. Strictly between 0 and 0.5.",
+        "fraction",
+        {"exclusiveMinimum": 0, "exclusiveMaximum": 0.5},
+    ),
+    "regression_quantile": (
+        "DISCARD when this quantile of the worst case regression exceeds "
+        "max_case_regression. Strictly between 0.5 and 1.",
+        "fraction",
+        {"exclusiveMinimum": 0.5, "exclusiveMaximum": 1},
+    ),
+    "bootstrap": (
+        '"smoothed" (a kernel-smoothed bootstrap of each median) or "plain" (the rule as '
+        "first recorded).",
+        None,
+        {},
+    ),
+    "sequential": (
+        "Decide at the first look that settles the rule, one look every `batch` candidate "
+        "samples per case (`assess` says when to stop); absent: one decision on all samples.",
+        None,
+        {},
+    ),
+    "assumed_drift": (
+        "The standard deviation of I between two sessions assumed where the two sides come "
+        "from different sessions and the run has no A/A estimate; absent: 0.02. Strictly "
+        "between 0 and 1.",
+        "fraction",
+        {"exclusiveMinimum": 0, "exclusiveMaximum": 1},
+    ),
+}
+"""What each key of `statistics` means, its unit and its bounds: the schema, the template
+and docs/inputs.md say it. The keys, their types and defaults are the core's
+(`StatisticsConfig`, ledger/core/stats.py), which also enforces the bounds."""
+
+SEQUENTIAL_SETTINGS: dict[str, tuple[str, str | None, dict[str, Any]]] = {
+    "min_repeats": (
+        "Candidate samples per case at the first look, at least 3.",
+        "samples per case",
+        {"minimum": 3},
+    ),
+    "max_repeats": (
+        "Samples per case at the last look (the most a round measures), from min_repeats to "
+        "100000.",
+        "samples per case",
+        {"maximum": 100_000},
+    ),
+    "batch": (
+        "Samples per case added between two looks, at least 1.",
+        "samples per case",
+        {"minimum": 1},
+    ),
+    "unpaired_best": (
+        "Without a same-session reference, how a look takes the best kernel's stored samples: "
+        '"first-n" (its first n beside the candidate\'s first n) or "all" (every one at every '
+        "look, the rule as first recorded).",
+        None,
+        {},
+    ),
+}
+"""The same for `statistics.sequential` (`SequentialConfig`, ledger/core/looks.py)."""
+
+
+TARGET_SETTINGS: dict[str, tuple[str, str | None, dict[str, Any]]] = {
+    "vector_cores": ("Ascend: AI vector cores, for the parallelism rules.", "cores", {}),
+    "cube_cores": ("Ascend: AI cube cores.", "cores", {}),
+    "ub_bytes": ("Ascend: unified buffer per core, for the UB live-set rule.", "bytes", {}),
+    "sm_count": (
+        "GPU: streaming multiprocessors, to compare the grid with the SMs (blocks per SM).",
+        "SMs",
+        {},
+    ),
+    "peak_bandwidth_gbps": (
+        "GPU: peak DRAM bandwidth; bytes over the duration become a share of it where the "
+        "profile gives no throughput. No floor: headroom needs `floors`.",
+        "GB/s",
+        {},
+    ),
+    "peak_tflops": (
+        "Peak compute; FLOPs over the duration become a share of it where the profile gives "
+        "no throughput.",
+        "10^12 FLOP/s",
+        {},
+    ),
+}
+"""The `target` keys attribution reads besides `soc` (`TargetCaps`, ledger/core/bottleneck.py:
+keys, types and defaults, all positive where given). Other keys are kept verbatim."""
+
+FLOORS_SETTINGS: dict[str, tuple[str, str | None, dict[str, Any]]] = {
+    "bytes_moved": (
+        "Bytes the kernel must move; absent: the profile's (bytes_moved, gm_to_ub_kb + "
+        "ub_to_gm_kb, dram_bytes, or dram_bytes_read + dram_bytes_write).",
+        "bytes",
+        {},
+    ),
+    "elements": ("Elements the kernel must compute, for the vector floor.", "elements", {}),
+    "effective_bandwidth_gbps": (
+        "Bandwidth the memory floor is taken at: memory floor = bytes moved / it.",
+        "GB/s",
+        {},
+    ),
+    "vector_throughput_elems_per_us": (
+        "Vector throughput the vector floor is taken at: vector floor = elements / it.",
+        "elements per us",
+        {},
+    ),
+    "empty_kernel_us": ("The launch floor: the time of an empty kernel.", "us", {}),
+}
+"""The config's `floors` (`Floors`, ledger/core/bottleneck.py): what the kernel must at least
+cost. A profile's headroom is 1 - (largest floor) / (its duration): it needs one floor here
+and a duration in the profile."""
+
+
+def _settings_model(
+    name: str,
+    doc: str,
+    config: type,
+    said: dict,
+    kinds: dict | None = None,
+    base: type[BaseModel] | None = None,
+) -> Any:
+    """A model of a settings object for its schema, template and reference: one field per
+    field of the core's `config` dataclass, with its type and default, and the meaning,
+    unit and bounds `said` gives it (`kinds`: the type of a field the dataclass types
+    loosely, such as a nested settings model); `base` adds its own fields first."""
+    import dataclasses
+    import typing
+
+    from pydantic import create_model
+
+    hints = typing.get_type_hints(config)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        meaning, unit, bounds = said[f.name]
+        kind = (kinds or {}).get(f.name, hints[f.name])
+        if f.default is None:
+            kind = kind | None
+        extra = {**bounds, **({"unit": unit} if unit else {})}
+        fields[f.name] = (
+            kind,
+            Field(f.default, description=meaning, json_schema_extra=extra or None),
+        )
+    return create_model(name, __base__=base or _Closed, __doc__=doc, **fields)
+
+
+# The settings models below are built on first use (cached): when a schema, template or
+# reference is asked for, so `record` and `plan` load no module for them.
+
+
+@cache
+def StatisticsIn() -> type[BaseModel]:  # a model, built on first use
+    """The config's `statistics` settings as a model."""
+    from ledger.core.looks import UNPAIRED_BEST, SequentialConfig
+    from ledger.core.stats import BOOTSTRAPS, StatisticsConfig
+
+    sequential = _settings_model(
+        "SequentialIn",
+        "Looks of the sequential rule: at min_repeats, every batch samples per case, and at "
+        "max_repeats.",
+        SequentialConfig,
+        SEQUENTIAL_SETTINGS,
+        {"unpaired_best": Literal[UNPAIRED_BEST]},
+    )
+    return _settings_model(
+        "StatisticsIn",
+        "Settings of the noise-aware rule; a key left out takes its default.",
+        StatisticsConfig,
+        STATISTICS_SETTINGS,
+        {"sequential": sequential, "bootstrap": Literal[BOOTSTRAPS]},
+    )
+
+
+@cache
+def TargetSchema() -> type[BaseModel]:  # a model, built on first use
+    """The config's `target` as its schema shows it: `soc` and the keys attribution reads."""
+    from ledger.core.bottleneck import TargetCaps
+
+    doc = TargetIn.__doc__ or ""
+    return _settings_model("TargetSchema", doc, TargetCaps, TARGET_SETTINGS, base=TargetIn)
+
+
+@cache
+def FloorsIn() -> type[BaseModel]:  # a model, built on first use
+    """The config's `floors` as a model."""
+    from ledger.core.bottleneck import Floors
+
+    doc = "What the kernel must at least cost; headroom = 1 - largest floor / duration."
+    return _settings_model("FloorsIn", doc, Floors, FLOORS_SETTINGS)
+
+
 class RunConfig(_Open):
     """The run configuration `plan` locks: kernel, cases, baseline, objective and limits.
     Keys it does not know are kept verbatim as evidence."""
@@ -536,7 +766,12 @@ class RunConfig(_Open):
         "to the working directory.",
         example="validation/baseline/manifest.json",
     )
-    target: TargetIn = described(meaning="The platform the run measures on.")
+    target: TargetIn = rows(
+        "TargetSchema",
+        "The platform the run measures on: `soc`, and what attribution may know of it.",
+        PydanticUndefined,
+        many=False,
+    )
     cases: list[CaseSpec] = described(meaning="The planned cases, at least one, ids unique.")
     baseline: list[MeasurementIn] = described(
         meaning="The starting kernel's timing, one row per planned case."
@@ -547,8 +782,13 @@ class RunConfig(_Open):
         meaning="Rounds in a row without a KEEP after which the run needs a diagnosis.",
         example=3,
     )
-    statistics: dict[str, Any] | None = described(
-        None, "Settings of the noise-aware rule (docs/statistics.md); default: its defaults."
+    statistics: dict[str, Any] | None = rows(
+        "StatisticsIn",
+        "Settings of the noise-aware rule on raw samples (and of the sequential rule); a key "
+        "left out takes its default.",
+        PydanticUndefined,
+        default=None,
+        many=False,
     )
     measurement_policy: dict[str, Any] | None = described(
         None,
@@ -557,6 +797,14 @@ class RunConfig(_Open):
     )
     session: SessionIn | None = described(
         None, "Where and when the baseline was measured (id, device, host, started_at)."
+    )
+    floors: dict[str, Any] | None = rows(
+        "FloorsIn",
+        "What the kernel must at least cost, for each profile's headroom (1 - largest floor "
+        "/ duration); without a floor, headroom is unknown.",
+        PydanticUndefined,
+        default=None,
+        many=False,
     )
 
     @model_validator(mode="after")
@@ -594,14 +842,17 @@ class ExpectedSignal(_Closed):
     the candidate's profile confirmed it."""
 
     metric: Text = described(
-        meaning="A signal name the profile readers produce (docs/profiles.md).",
+        meaning="A signal name the profile readers give (Profiles, at the end of the skill's "
+        "references/inputs.md, lists them per format); one the profiles hold.",
         example="occupancy",
     )
     direction: Literal["increase", "decrease"] = described(
         meaning="Which way the signal should move.", example="increase"
     )
     min_change: NonNegative = described(
-        0.0, "Smallest relative change that counts as moved.", unit="fraction"
+        0.0,
+        "Smallest change that counts as moved: absolute, in the signal's own unit (us for "
+        "duration_us, a fraction for a throughput), from the best kernel's value.",
     )
 
 
@@ -634,8 +885,9 @@ class ProfileRef(_Closed):
     shape: Text | None = described(None, "The launch shape it ran, where no case is named.")
     format: Text | None = described(
         None,
-        "The profiler's format, for a reader (ncu-csv, msprof); the file's own header "
-        "decides how it is read.",
+        "The profiler's format, for a reader (a format of Profiles in the skill's "
+        "references/inputs.md: ncu-csv, msprof-op, ...); the file's own header decides how "
+        "it is read.",
     )
 
     @model_validator(mode="before")
@@ -700,7 +952,10 @@ class RoundResult(_Open):
         "the case or shape it ran.",
     )
     mechanism: Name | None = described(
-        None, "The primary mechanism the change works on (history groups rounds by it)."
+        None,
+        "The primary mechanism the change works on, in words holding a phrase of the "
+        "mechanism vocabulary (the skill's references/mechanisms.md); `record` says the "
+        "entry it maps to, and history and `suggest` group rounds by it.",
     )
     expected_signal: ExpectedSignal | None = described(
         None, "The profiler signal the change should move."
@@ -721,6 +976,12 @@ class NoiseFile(_Open):
     measurements: list[MeasurementIn] = described(
         meaning="One row per planned case, as in the baseline."
     )
+    session: SessionIn | None = described(
+        None,
+        "Where and when the remeasure was taken (id, device, host, started_at), recorded "
+        "with it; measure each remeasure in a session of its own, as the drift it estimates "
+        "is between sessions.",
+    )
 
 
 class DecideInput(_Closed):
@@ -731,8 +992,12 @@ class DecideInput(_Closed):
     cases: list[CaseSpec] = described(meaning="The cases, ids unique.")
     best: list[MeasurementIn] = described(meaning="The best kernel's timing, one row per case.")
     candidate: list[MeasurementIn] = described(meaning="The candidate's timing, one row per case.")
-    statistics: dict[str, Any] | None = described(
-        None, "Settings of the noise-aware rule (docs/statistics.md)."
+    statistics: dict[str, Any] | None = rows(
+        "StatisticsIn",
+        "Settings of the noise-aware rule; a key left out takes its default.",
+        PydanticUndefined,
+        default=None,
+        many=False,
     )
     drift_sigma: NonNegative | None = described(
         None, "Session drift estimated from A/A pairs; default: not estimated.", unit="fraction"

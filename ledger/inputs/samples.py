@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import InputError
+from ledger.files import read_input
 from ledger.inputs.jsonio import (  # noqa: F401 - the time bounds are read here too
     MAX_TIME_US,
     MIN_TIME_US,
@@ -73,12 +74,6 @@ class SamplesSource:
 def _shown(path: Path) -> str:
     text = str(path)
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
-
-
-def _read(path: Path) -> bytes:
-    from ledger.files import read_input
-
-    return read_input(path, "samples file", limit=MAX_SAMPLES_FILE_BYTES)
 
 
 def _to_us(value: Decimal, exponent: int) -> float:
@@ -209,7 +204,7 @@ def load_samples_file(path: Path | str) -> SamplesSource:
     """Read one raw timing file and return its samples in microseconds with its sha256."""
     path = Path(path)
     shown = _shown(path)
-    data = _read(path)
+    data = read_input(path, "samples file", limit=MAX_SAMPLES_FILE_BYTES)
     digest = hashlib.sha256(data).hexdigest()
     try:
         text = data.decode("utf-8")

@@ -205,8 +205,20 @@ def _object(model: type[BaseModel], indent: str) -> str:
     ]
     for e in entries(model):
         if not e.written:
-            lines.append(f"{inner}// optional {json.dumps(e.name)}: {_prose(model, e)}")
+            lines += _notes(model, e, f"{inner}// optional ", f"{inner}//   ")
     return "{\n" + "\n".join(lines) + f"\n{indent}}}"
+
+
+def _notes(model: type[BaseModel], entry: Entry, first: str, then: str) -> list[str]:
+    """The `//` lines of an optional field: its prose and, for an object (or a list of
+    them), every key of that object beneath it, one deeper."""
+    line = f"{first}{json.dumps(entry.name)}: {_prose(model, entry)}"
+    if entry.nested is None:
+        return [line]
+    lines = [line + (" Each item's keys:" if entry.many else " Its keys:")]
+    for e in entries(entry.nested):
+        lines += _notes(entry.nested, e, then, then + "  ")
+    return lines
 
 
 def template(kind: str) -> str:

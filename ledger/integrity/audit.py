@@ -128,41 +128,48 @@ def parse_pinned(text: str, flag: str = "--checkpoint") -> notes.Checkpoint:
 # --- the tree of event hashes ------------------------------------------------------------
 
 
+def stored_tree(store: Store, conn: Any) -> merkle.TreeBuilder:
+    """The Merkle tree of every stored event hash in seq order (what a checkpoint pins)."""
+    tree = merkle.TreeBuilder()
+    for page in store.event_hash_pages(conn):
+        tree.extend_hashes(bytes.fromhex(page))
+    return tree
+
+
 class TreeWatch:
-    """Feeds verified events into a streaming Merkle tree and keeps the root at each size
-    some checkpoint asks about."""
+    """Feeds verified events into a streaming Merkle tree and keeps the root, and the
+    frontier a consistency proof starts from, at each size some checkpoint asks about."""
 
     def __init__(self, sizes: set[int]) -> None:
         self.builder = merkle.TreeBuilder()
         self.wanted = set(sizes)
-        self.roots: dict[int, bytes] = {0: merkle.EMPTY_ROOT} if 0 in sizes else {}
+        self.roots: dict[int, bytes] = {}
+        self.frontiers: dict[int, tuple[bytes, ...]] = {}
+        self._mark()
 
     def observe(self, e: StoredEvent) -> None:
         self.builder.append(bytes.fromhex(e.event_hash))
         if self.builder.size in self.wanted:
-            self.roots[self.builder.size] = self.builder.root()
+            self._mark()
 
-    def extend(
-        self,
-        leaves: list[bytes],
-        stops: set[int] = frozenset(),  # type: ignore[assignment]
-        at: Callable[[int], None] | None = None,
-    ) -> None:
-        """Many leaves at once, stopping at each wanted size (and each of `stops`, where
-        `at(size)` is called) on the way."""
-        builder = self.builder
-        marks = sorted(n for n in self.wanted | stops if n > builder.size)
+    def extend(self, packed: bytes) -> None:
+        """Many leaves at once, packed 32 bytes each (`merkle.TreeBuilder.extend_hashes`),
+        stopping at each wanted size on the way."""
+        builder, width = self.builder, merkle.HASH_SIZE
         start = 0
-        for mark in (*marks, builder.size + len(leaves)):
-            end = min(len(leaves), start + mark - builder.size)
-            if end <= start and mark != builder.size:
+        for mark in sorted(n for n in self.wanted if n > builder.size):
+            end = start + (mark - builder.size) * width
+            if end > len(packed):
                 break
-            builder.extend(leaves[start:end])
+            builder.extend_hashes(packed[start:end])
+            self._mark()
             start = end
-            if builder.size in self.wanted:
-                self.roots[builder.size] = builder.root()
-            if at is not None and builder.size in stops:
-                at(builder.size)
+        builder.extend_hashes(packed[start:])
+
+    def _mark(self) -> None:
+        if self.builder.size in self.wanted:
+            self.roots[self.builder.size] = self.builder.root()
+            self.frontiers[self.builder.size] = self.builder.frontier()
 
 
 @dataclass
@@ -457,7 +464,7 @@ def verify(
         report = verify_ledger(store, run_id, on_progress=on_progress)
         with store.transaction() as conn:
             for page in store.event_hash_pages(conn):
-                watch.extend(_leaves(page))
+                watch.extend(bytes.fromhex(page))
         complete = True
     audit = AuditReport(ledger=report, origin=origin)
     audit.stored = _held_stored(parsed, origin, watch, complete)
@@ -515,8 +522,14 @@ def verify_since(store: Store, note: str, verifier_key: str | None = None) -> Au
                 f"--since: the note is for the log {cp.origin!r}, not this ledger ({origin!r})"
             )
         parsed = [(row, _stored_note(row)) for row in audit_store.list_checkpoints(conn)]
-        watch = TreeWatch({c.size for _, c in parsed if c is not None})
-        frontier, new_leaves = _leaves_since(store, conn, cp.size, watch)
+        watch = TreeWatch({cp.size, *(c.size for _, c in parsed if c is not None)})
+        new_leaves: list[bytes] = []  # the leaves after the note's
+        for page in store.event_hash_pages(conn):
+            packed = bytes.fromhex(page)
+            new_leaves += leaves_of(
+                packed[max(0, cp.size - watch.builder.size) * merkle.HASH_SIZE :]
+            )
+            watch.extend(packed)
         size = watch.builder.size
         since = CheckpointResult("since", cp.origin, cp.size, b64(cp.root), status="ok")
         if verifier_key is not None:
@@ -528,7 +541,7 @@ def verify_since(store: Store, note: str, verifier_key: str | None = None) -> Au
                 "events were removed (or the note is from another copy of this ledger)"
             )
         else:
-            proof = merkle.consistency_from(cp.size, frontier, new_leaves)
+            proof = merkle.consistency_from(cp.size, watch.frontiers[cp.size], new_leaves)
             if not merkle.verify_consistency(cp.size, size, proof, cp.root, watch.builder.root()):
                 reason = (
                     f"today's tree of {size} events is not consistent with the note's tree of "
@@ -547,31 +560,10 @@ def verify_since(store: Store, note: str, verifier_key: str | None = None) -> Au
     return audit
 
 
-def _leaves_since(
-    store: Store, conn: Any, size: int, watch: TreeWatch
-) -> tuple[tuple[bytes, ...], list[bytes]]:
-    """Feed every stored event hash into `watch`; the tree's frontier at `size` and the
-    leaves after it."""
-    frontier: tuple[bytes, ...] = ()
-    new: list[bytes] = []
-
-    def at(size_now: int) -> None:
-        nonlocal frontier
-        if size_now == size:
-            frontier = watch.builder.frontier()
-
-    at(0)
-    for page in store.event_hash_pages(conn):
-        leaves = _leaves(page)
-        if watch.builder.size + len(leaves) > size:
-            new.extend(leaves[max(0, size - watch.builder.size) :])
-        watch.extend(leaves, {size}, at)
-    return frontier, new
-
-
-def _leaves(page: Sequence[tuple[int, str]]) -> list[bytes]:
-    raw = bytes.fromhex("".join(digest for _, digest in page))
-    return [raw[i : i + 32] for i in range(0, len(raw), 32)]
+def leaves_of(packed: bytes) -> list[bytes]:
+    """Packed event hashes as a list of leaves (32 bytes each)."""
+    width = merkle.HASH_SIZE
+    return [packed[i : i + width] for i in range(0, len(packed), width)]
 
 
 def _stored_note(row: audit_store.StoredCheckpoint) -> notes.Checkpoint | None:

@@ -24,7 +24,6 @@ byte anywhere makes the bundle fail.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,19 +36,20 @@ import rfc8785
 
 from ledger import files
 from ledger.core.actors import stored_problem
-from ledger.core.events import ProfileRecorded, RoundSubmitted, RunPlanned
+from ledger.core.events import ProfileRecorded
 from ledger.core.projections import RunView
 from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import RUN_ID_RE, display
 from ledger.integrity import checkpoint as notes
 from ledger.integrity import merkle
-from ledger.integrity.audit import b64, origin_for, parse_pinned
+from ledger.integrity.audit import b64, leaves_of, origin_for, parse_pinned
 
 # The replay verifier's per-event checks, used as they are: a bundle's run is checked by the
 # very code that checks a run in a ledger.
 from ledger.integrity.eventchecks import fail
+from ledger.integrity.gate import run_kernels
 from ledger.integrity.hashing import canonical, parse_canonical, sha256_hex
-from ledger.integrity.verify import Failure, ReplayStop, RunReplay
+from ledger.integrity.verify import Failure, ReplayStop, Report, RunReplay
 from ledger.store import audit_store
 from ledger.store.eventstore import Store, StoredEvent
 
@@ -126,15 +126,10 @@ def export_run(
             raise InputError(f"run {run_id!r} is not in the ledger")
         origin = origin_for(store.ledger_id(conn))
         stored = audit_store.list_checkpoints(conn)
-        leaves = []
-        rows = (row for page in store.event_hash_pages(conn) for row in page)
-        for index, (seq, digest) in enumerate(rows, start=1):
-            if seq != index:
-                raise CheckFailed(
-                    f"the ledger has no event at seq {index}: the log has a gap; run verify. "
-                    "Nothing was exported"
-                )
-            leaves.append(bytes.fromhex(digest))
+        packed = b"".join(bytes.fromhex(page) for page in store.event_hash_pages(conn))
+        leaves = leaves_of(packed)
+        if len(leaves) != store.last_seq(conn):  # seqs are unique, from 1: so a gap
+            raise CheckFailed("the ledger has a gap in seq: run verify. Nothing was exported")
         wanted = _named_blobs(stream)
         blobs = {d: store.get_blob(conn, d) for d in sorted(wanted)}
     proofs = merkle.ProofBuilder(leaves)
@@ -242,18 +237,8 @@ def export_run(
     )
 
 
-def _kernels(stream: Iterable[StoredEvent]) -> set[str]:
-    out = set()
-    for e in stream:
-        if e.event_type == "RunPlanned":
-            planned = e.event()
-            assert isinstance(planned, RunPlanned)
-            out.add(planned.kernel.sha256)
-        elif e.event_type == "RoundSubmitted":
-            submitted = e.event()
-            assert isinstance(submitted, RoundSubmitted)
-            out.add(submitted.candidate.sha256)
-    return out
+def _kernels(stream: Sequence[StoredEvent]) -> set[str]:
+    return {sha for _, sha, _ in run_kernels(stream)}
 
 
 def _named_blobs(stream: Sequence[StoredEvent]) -> set[str]:
@@ -271,22 +256,17 @@ def _named_blobs(stream: Sequence[StoredEvent]) -> set[str]:
 
 
 @dataclass
-class BundleReport:
+class BundleReport(Report):
+    """The verifier's report (`failed` records the first failure) with the bundle's checks."""
+
+    checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
     run_id: str | None = None
     origin: str | None = None
     tree_size: int | None = None
     root: str | None = None
-    events_checked: int = 0
     blobs_checked: int = 0
-    checks: dict[str, str] = field(default_factory=lambda: dict.fromkeys(CHECKS, "ok"))
-    first_failure: Failure | None = None
-    warnings: list[str] = field(default_factory=list)
     pinned: dict[str, Any] | None = None
     heads: dict[int, str] = field(default_factory=dict)  # checkpoints the bundle proves
-
-    @property
-    def ok(self) -> bool:
-        return self.first_failure is None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -339,25 +319,15 @@ def check_lines(
     try:
         content = _check(iter(lines), report)
     except ReplayStop as bad:
-        _record_failure(report, bad.failure)
+        report.failed(bad.failure)
         return report, None
     if pinned is not None:
         report.checks["checkpoint"] = "ok"
         report.pinned = _hold_pinned(report, pinned, pinned_note or "", verifier_key)
         if report.pinned["status"] == "failed":
-            _record_failure(
-                report, Failure(None, None, None, "checkpoint", report.pinned["reason"])
-            )
+            report.failed(Failure(None, None, None, "checkpoint", report.pinned["reason"]))
             return report, None
     return report, content
-
-
-def _record_failure(report: BundleReport, failure: Failure) -> None:
-    report.first_failure = failure
-    report.checks[failure.check] = "failed"
-    if failure.check in CHECKS:
-        for name in CHECKS[CHECKS.index(failure.check) + 1 :]:
-            report.checks[name] = "not run"
 
 
 def _check(lines: Iterator[bytes], report: BundleReport) -> BundleContent:
@@ -508,7 +478,7 @@ def _header(
                 f"line {number}: consistency sizes must increase within 0..{cp.size}",
             )
         last = old
-        old_root = _base64(entry["old_root"])
+        old_root = notes.strict_base64(entry["old_root"])
         if old_root is None or len(old_root) != 32:
             raise _bad("format", f"line {number}: consistency[{index}].old_root is not a root")
         heads.append((old, old_root, _hashes(number, entry["proof"], "a consistency proof")))
@@ -593,23 +563,12 @@ def _blob(number: int, value: dict[str, Any]) -> tuple[str, bytes]:
         raise _bad("format", f"line {number}: blob sha256 must be 64 lowercase hex digits")
     if not _int(size) or size < 0 or not isinstance(text, str):
         raise _bad("format", f"line {number}: blob size and content are malformed")
-    content = _base64(text)
+    content = notes.strict_base64(text)
     if content is None or len(content) != size:
         raise _bad("format", f"line {number}: blob content is not canonical base64 of its size")
     if sha256_hex(content) != digest:
         raise _bad("blobs", f"blob {digest} does not hash to its sha256 (line {number})")
     return digest, content
-
-
-def _base64(text: Any) -> bytes | None:
-    """Strict standard base64 (padded, canonical), or None."""
-    if not isinstance(text, str):
-        return None
-    try:
-        raw = base64.b64decode(text.encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error):
-        return None
-    return raw if base64.b64encode(raw).decode("ascii") == text else None
 
 
 def _hold_pinned(

@@ -247,13 +247,20 @@ def _parse_signatures(block: str) -> list[Signature]:
     return signatures
 
 
-def _decode_base64(text: str, what: str) -> bytes:
-    """Strict standard base64: padded, canonical, nothing else on the line."""
+def strict_base64(text: Any) -> bytes | None:
+    """Strict standard base64 (a string, padded, canonical, nothing else), or None."""
+    if not isinstance(text, str):
+        return None
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (UnicodeEncodeError, binascii.Error):
-        raw = None
-    if raw is None or not text or base64.b64encode(raw).decode("ascii") != text:
+        return None
+    return raw if base64.b64encode(raw).decode("ascii") == text else None
+
+
+def _decode_base64(text: str, what: str) -> bytes:
+    raw = strict_base64(text)
+    if raw is None or not text:
         raise InputError(f"{what} is not valid standard base64")
     return raw
 

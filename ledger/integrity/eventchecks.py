@@ -126,22 +126,25 @@ def canonical_value(e: StoredEvent) -> Any:
 
 
 class LedgerCheck:
-    """`check_event` over a whole ledger's events in seq order (seq gapless from 1), for a
-    reader that moves them (`db copy`). Memory: one chain head per run."""
+    """`check_event` (or, `chain_only`, `check_chain`) over events in seq order, seq gapless
+    from 1 unless `gapless` is False (one run's events), for a reader that walks or moves
+    them (`verify --chain`, `db copy`). Memory: one chain head per run."""
 
-    def __init__(self) -> None:
-        self._heads: dict[str, ChainHead] = {}
-        self._expected = 1
+    def __init__(self, *, chain_only: bool = False, gapless: bool = True) -> None:
+        self.heads: dict[str, ChainHead] = {}
+        self._expected = 1 if gapless else None
+        self._check = check_chain if chain_only else check_event
 
-    def check(self, e: StoredEvent) -> Event:
-        """Check the next event and move its run's head past it; returns the parsed event.
-        Raises `ReplayStop` with the failure."""
-        head = self._heads.get(e.stream_id)
+    def check(self, e: StoredEvent) -> Event | None:
+        """Check the next event and move its run's head past it; returns the parsed event
+        (None when `chain_only`). Raises `ReplayStop` with the failure."""
+        head = self.heads.get(e.stream_id)
         if head is None:
-            head = self._heads[e.stream_id] = ChainHead()
-        event = check_event(e, head, self._expected)
+            head = self.heads[e.stream_id] = ChainHead()
+        event = self._check(e, head, self._expected)
         head.version, head.last_hash = e.stream_version, e.event_hash
-        self._expected += 1
+        if self._expected is not None:
+            self._expected += 1
         return event
 
 

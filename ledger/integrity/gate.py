@@ -27,7 +27,7 @@ from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import display, read_bytes
 from ledger.integrity import audit
 from ledger.integrity.hashing import sha256_hex
-from ledger.store.eventstore import Store
+from ledger.store.eventstore import Store, StoredEvent
 
 OK, FAILED, WARN, SKIPPED, NOT_RUN = "ok", "failed", "changed", "not given", "not run"
 
@@ -258,22 +258,28 @@ def check_merge(
     return result
 
 
+def run_kernels(stream: Sequence[StoredEvent]) -> list[tuple[int, str, str]]:
+    """(round, sha256, recorded path) of every kernel the run's events name, in their
+    order: round 0 the starting kernel, then each round's candidate."""
+    out = []
+    for record in stream:
+        if record.event_type in ("RunPlanned", "RoundSubmitted"):
+            event = record.event()
+            if isinstance(event, RunPlanned):
+                out.append((0, event.kernel.sha256, event.kernel.path))
+            elif isinstance(event, RoundSubmitted):
+                out.append((event.round, event.candidate.sha256, event.candidate.path))
+    return out
+
+
 def _which_kernel(digest: str, stream, view) -> str:
     """What the file is, if it is some other kernel of the run."""
-    for record in stream:
-        if record.event_type == "RunPlanned":
-            planned = record.event()
-            assert isinstance(planned, RunPlanned)
-            if planned.kernel.sha256 == digest:
-                return "; it is the run's starting kernel"
-        elif record.event_type == "RoundSubmitted":
-            submitted = record.event()
-            assert isinstance(submitted, RoundSubmitted)
-            if submitted.candidate.sha256 == digest:
-                decision = next(
-                    (r.decision for r in view.rounds if r.round == submitted.round), "undecided"
-                )
-                return f"; it is the candidate of round {submitted.round}, decided {decision}"
+    number = next((n for n, sha, _ in run_kernels(stream) if sha == digest), None)
+    if number == 0:
+        return "; it is the run's starting kernel"
+    if number is not None:
+        decision = next((r.decision for r in view.rounds if r.round == number), "undecided")
+        return f"; it is the candidate of round {number}, decided {decision}"
     return ""
 
 
@@ -322,16 +328,9 @@ def restore_kernel(store: Store, run_id: str, round_no: int | None = None) -> Re
 def _round_kernel(stream, run_id: str, round_no: int) -> tuple[str, str, int]:
     if round_no < 0:
         raise InputError("--round must be 0 (the starting kernel) or a round number")
-    for record in stream:
-        if round_no == 0 and record.event_type == "RunPlanned":
-            planned = record.event()
-            assert isinstance(planned, RunPlanned)
-            return planned.kernel.sha256, planned.kernel.path, 0
-        if record.event_type == "RoundSubmitted":
-            submitted = record.event()
-            assert isinstance(submitted, RoundSubmitted)
-            if submitted.round == round_no:
-                return submitted.candidate.sha256, submitted.candidate.path, round_no
+    for number, sha, path in run_kernels(stream):
+        if number == round_no:
+            return sha, path, round_no
     raise InputError(f"run {run_id!r} has no round {round_no}")
 
 

@@ -18,7 +18,7 @@ True
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ledger.errors import InputError
 
@@ -75,22 +75,35 @@ class TreeBuilder:
         self._push(leaf_hash(leaf_data))
 
     def extend(self, leaves: Iterable[bytes]) -> None:
-        """Add many leaves, in order: each aligned block of `BLOCK` leaves is hashed level by
-        level and pushed as one perfect subtree (the same tree, far fewer Python steps)."""
-        sha = hashlib.sha256
-        hashes = [sha(b"\x00" + data).digest() for data in leaves]
-        at, count = 0, len(hashes)
-        while at < count:
-            if self._size % BLOCK or count - at < BLOCK:
-                self._push(hashes[at])
-                at += 1
+        """Add many leaves, in order."""
+        for data in leaves:
+            self.append(data)
+
+    def extend_hashes(self, packed: bytes) -> None:
+        """Add the leaves packed in `packed`, `HASH_SIZE` bytes each (event hashes), in
+        order: each aligned block of `BLOCK` leaves is hashed level by level (the leaves
+        and the first level in one step) and pushed as one perfect subtree (the same tree,
+        far fewer Python steps)."""
+        sha, width = hashlib.sha256, HASH_SIZE
+        at, end = 0, len(packed)
+        while at < end:
+            if self._size % BLOCK or end - at < BLOCK * width:
+                self.append(packed[at : at + width])
+                at += width
                 continue
-            level = hashes[at : at + BLOCK]
+            level = [
+                sha(
+                    b"\x01"
+                    + sha(b"\x00" + packed[i : i + width]).digest()
+                    + sha(b"\x00" + packed[i + width : i + 2 * width]).digest()
+                ).digest()
+                for i in range(at, at + BLOCK * width, 2 * width)
+            ]
             while len(level) > 1:
                 pairs = zip(level[::2], level[1::2], strict=True)
                 level = [sha(b"\x01" + a + b).digest() for a, b in pairs]
             self._push(level[0], BLOCK_HEIGHT)
-            at += BLOCK
+            at += BLOCK * width
 
     def frontier(self) -> tuple[bytes, ...]:
         """The roots of the perfect subtrees the leaves so far split into, largest first:
@@ -132,30 +145,6 @@ def root(leaves: Iterable[bytes]) -> bytes:
     builder = TreeBuilder()
     builder.extend(leaves)
     return builder.root()
-
-
-def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
-    """Audit path for leaf `index` in the tree of all `leaves` (RFC 6962 PATH), leaf first.
-
-    >>> len(inclusion_proof([b"a", b"b", b"c", b"d", b"e"], 0))
-    3
-    """
-    size = len(leaves)
-    if not 0 <= index < size:
-        raise ValueError(f"leaf index {index} is outside a tree of size {size}")
-    hashes = [leaf_hash(data) for data in leaves]
-    path: list[bytes] = []
-    lo, hi = 0, size
-    while hi - lo > 1:
-        mid = lo + _split(hi - lo)
-        if index < mid:
-            path.append(_subtree_root(hashes, mid, hi))
-            hi = mid
-        else:
-            path.append(_subtree_root(hashes, lo, mid))
-            lo = mid
-    path.reverse()
-    return path
 
 
 class ProofBuilder:
@@ -213,22 +202,7 @@ class ProofBuilder:
         self._check_size(size)
         if not 0 <= old_size <= size:
             raise ValueError(f"old size {old_size} is outside 0..{size}")
-        if old_size in (0, size):
-            return []
-        proof: list[bytes] = []
-        lo, hi, m, whole = 0, size, old_size, True
-        while m != hi - lo:
-            k = _split(hi - lo)
-            if m <= k:
-                proof.append(self._subtree(lo + k, hi))
-                hi = lo + k
-            else:
-                proof.append(self._subtree(lo, lo + k))
-                lo, m, whole = lo + k, m - k, False
-        if not whole:
-            proof.append(self._subtree(lo, hi))
-        proof.reverse()
-        return proof
+        return _consistency(old_size, size, self._subtree)
 
     def _check_size(self, size: int) -> None:
         if not 0 <= size <= len(self._hashes):
@@ -245,6 +219,15 @@ class ProofBuilder:
         return found
 
 
+def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
+    """Audit path for leaf `index` in the tree of all `leaves` (RFC 6962 PATH), leaf first.
+
+    >>> len(inclusion_proof([b"a", b"b", b"c", b"d", b"e"], 0))
+    3
+    """
+    return ProofBuilder(leaves).inclusion(index, len(leaves))
+
+
 def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
     """Proof that the first `old_size` leaves are a prefix of `leaves` (RFC 6962 PROOF).
 
@@ -253,27 +236,7 @@ def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
     >>> len(consistency_proof([b"a", b"b", b"c", b"d", b"e"], 2))
     2
     """
-    size = len(leaves)
-    if not 0 <= old_size <= size:
-        raise ValueError(f"old size {old_size} is outside 0..{size}")
-    if old_size in (0, size):
-        return []
-    hashes = [leaf_hash(data) for data in leaves]
-    proof: list[bytes] = []
-    lo, hi, m, whole = 0, size, old_size, True
-    # SUBPROOF(m, D[lo:hi], whole), unrolled: each step records one sibling subtree.
-    while m != hi - lo:
-        k = _split(hi - lo)
-        if m <= k:
-            proof.append(_subtree_root(hashes, lo + k, hi))
-            hi = lo + k
-        else:
-            proof.append(_subtree_root(hashes, lo, lo + k))
-            lo, m, whole = lo + k, m - k, False
-    if not whole:
-        proof.append(_subtree_root(hashes, lo, hi))
-    proof.reverse()
-    return proof
+    return ProofBuilder(leaves).consistency(old_size, len(leaves))
 
 
 def consistency_from(
@@ -289,19 +252,16 @@ def consistency_from(
     >>> consistency_from(3, builder.frontier(), leaves[3:]) == consistency_proof(leaves, 3)
     True
     """
-    size = old_size + len(new_leaves)
-    if old_size in (0, size):
-        return []
     starts, at = [], 0
     for height in reversed(range(old_size.bit_length())):
         if old_size >> height & 1:
             starts.append((at, at + (1 << height)))
             at += 1 << height
-    hashes = [leaf_hash(data) for data in new_leaves]
+    new = ProofBuilder(new_leaves)
 
     def subtree(lo: int, hi: int) -> bytes:
         if lo >= old_size:
-            return _subtree_root(hashes, lo - old_size, hi - old_size)
+            return new._subtree(lo - old_size, hi - old_size)
         pieces = [i for i, (a, b) in enumerate(starts) if lo <= a and b <= hi]
         assert pieces and starts[pieces[0]][0] == lo and starts[pieces[-1]][1] == hi
         acc = frontier[pieces[-1]]
@@ -309,6 +269,14 @@ def consistency_from(
             acc = node_hash(frontier[i], acc)
         return acc
 
+    return _consistency(old_size, old_size + len(new_leaves), subtree)
+
+
+def _consistency(old_size: int, size: int, subtree: Callable[[int, int], bytes]) -> list[bytes]:
+    """RFC 6962 PROOF(old_size, D[0:size]), `subtree(lo, hi)` giving MTH(D[lo:hi]): the
+    SUBPROOF recursion unrolled, each step recording one sibling subtree."""
+    if old_size in (0, size):
+        return []
     proof: list[bytes] = []
     lo, hi, m, whole = 0, size, old_size, True
     while m != hi - lo:
@@ -448,20 +416,6 @@ def verify_consistency(
 def _split(n: int) -> int:
     """Largest power of two strictly below n (n >= 2)."""
     return 1 << ((n - 1).bit_length() - 1)
-
-
-def _subtree_root(hashes: Sequence[bytes], lo: int, hi: int) -> bytes:
-    """MTH of the leaf hashes[lo:hi] (non-empty), iteratively as in TreeBuilder."""
-    stack: list[bytes] = []
-    for count, digest in enumerate(hashes[lo:hi]):
-        while count & 1:
-            digest = node_hash(stack.pop(), digest)
-            count >>= 1
-        stack.append(digest)
-    acc = stack.pop()
-    while stack:
-        acc = node_hash(stack.pop(), acc)
-    return acc
 
 
 def _check_hashes(proof: Sequence[bytes], *roots: bytes) -> None:

@@ -55,12 +55,11 @@ from ledger.errors import InputError
 from ledger.integrity.eventchecks import (
     CHAIN_CHECKS,
     CHECKS,
-    ChainHead,
     Failure,
+    LedgerCheck,
     ReplayStop,
     check_blob,
     check_blob_table,
-    check_chain,
     check_event,
     check_storage,
     fail,
@@ -424,8 +423,7 @@ def verify_chain(
     with the same failures; no payload is parsed. Memory holds one page of rows and each
     run's chain head."""
     report = Report(checks=dict.fromkeys(CHAIN_CHECKS, "ok"))
-    heads: dict[str, ChainHead] = {}
-    expected = 1 if run_id is None else None
+    check = LedgerCheck(chain_only=True, gapless=run_id is None)
     done = 0
     with store.transaction() as conn:
         total = store.event_count(conn) if on_progress else 0
@@ -434,23 +432,17 @@ def verify_chain(
             for page in store.iter_event_pages(conn, batch=batch, stream_id=run_id):
                 for row in page:
                     e = _stored(row)
-                    head = heads.get(e.stream_id)
-                    if head is None:
-                        head = heads[e.stream_id] = ChainHead()
-                    check_chain(e, head, expected)
-                    head.version, head.last_hash = e.stream_version, e.event_hash
+                    check.check(e)
                     done += 1
                     report.without_actor += e.actor is None
-                    if expected is not None:
-                        expected += 1
                 if on_progress:
                     on_progress(done, total)
-            if run_id is not None and not heads:
+            if run_id is not None and not check.heads:
                 raise InputError(f"run {run_id!r} is not in the ledger")
         except ReplayStop as stop:
             report.failed(stop.failure)
     report.events_checked = done
-    report.runs_checked = len(heads)
+    report.runs_checked = len(check.heads)
     if on_progress:
         on_progress(done, done)
     return report

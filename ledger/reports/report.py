@@ -1,7 +1,7 @@
 """The HTML report of one run: one self-contained page a person reads.
 
     gather(service, run_id) -> ReportData     reads the ledger (projection, events, verifier)
-    render_html(data)       -> str            pure: the page, charts as inline SVG
+    render(data)            -> (str, names)   pure: the page, charts as inline SVG
     write_report(service, run_id, path)       gather, render, write atomically
 
 The page needs nothing else: no network, no scripts, no external CSS or fonts; a
@@ -19,7 +19,6 @@ hash and the tree head over the whole log (what a checkpoint pins).
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ from ledger.core.events import (
 from ledger.core.explain import NoiseSummary, explain, noise_summary
 from ledger.core.projections import RunView
 from ledger.errors import InputError
-from ledger.integrity import merkle
 from ledger.reports.charts import MAX_CASE_PANELS, MAX_PROFILE_ROWS
 
 # The page may load nothing at all: no scripts, images, fonts, frames or connections.
@@ -346,11 +344,11 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
 
 
 def _tree_head(store: Any) -> tuple[int, str]:
-    builder = merkle.TreeBuilder()
+    from ledger.integrity.audit import b64, stored_tree
+
     with store.transaction() as conn:
-        for record in store.iter_events(conn):
-            builder.append(bytes.fromhex(record.event_hash))
-    return builder.size, base64.b64encode(builder.root()).decode("ascii")
+        tree = stored_tree(store, conn)
+    return tree.size, b64(tree.root())
 
 
 def _collect(
@@ -554,10 +552,6 @@ def write_report(service: Any, run_id: str, path: Path, *, force: bool = False) 
 
 
 # --- rendering ----------------------------------------------------------------------------
-
-
-def render_html(data: ReportData) -> str:
-    return render(data)[0]
 
 
 def render(data: ReportData) -> tuple[str, tuple[str, ...]]:

@@ -123,16 +123,10 @@ class Reader:
         more = page[limit - 1].stream_version if len(page) > limit else None
         return out, more
 
-    def kernels(self, run_id: str) -> dict[int, tuple[str, str]]:
-        """Round -> (sha256, path) of each kernel the run stored: 0 the original."""
-        return self._kernels(run_id)[0]
-
-    def parents(self, run_id: str) -> dict[int, int]:
-        """Round -> the round whose kernel it started from (its parent_kernel_sha256: the
-        best kernel then, 0 the original), which the round's diff compares it with."""
-        return self._kernels(run_id)[1]
-
-    def _kernels(self, run_id: str) -> tuple[dict[int, tuple[str, str]], dict[int, int]]:
+    def kernels(self, run_id: str) -> tuple[dict[int, tuple[str, str]], dict[int, int]]:
+        """Round -> (sha256, path) of each kernel the run stored (0 the original), and
+        round -> the round whose kernel it started from (its parent_kernel_sha256: the best
+        kernel then, 0 the original), which the round's diff compares it with."""
         from ledger.core.events import RoundSubmitted, RunPlanned
 
         self._known(run_id)
@@ -151,7 +145,7 @@ class Reader:
         return out, parents
 
     def diff(self, run_id: str, a: int, b: int) -> dict[str, Any]:
-        kernels = self.kernels(run_id)
+        kernels, _ = self.kernels(run_id)
         for number in (a, b):
             if number not in kernels:
                 raise NotFound(f"run {run_id!r} has no round {number}")
@@ -170,20 +164,18 @@ class Reader:
                     tofile=f"round {b} ({kernels[b][0][:12]})",
                 )
             )
+        sides = {
+            side: {
+                "round": n,
+                "sha256": kernels[n][0],
+                "path": kernels[n][1],
+                "stored": t is not None,
+            }
+            for side, n, t in (("a", a, texts[0]), ("b", b, texts[1]))
+        }
         return {
             "run_id": run_id,
-            "a": {
-                "round": a,
-                "sha256": kernels[a][0],
-                "path": kernels[a][1],
-                "stored": texts[0] is not None,
-            },
-            "b": {
-                "round": b,
-                "sha256": kernels[b][0],
-                "path": kernels[b][1],
-                "stored": texts[1] is not None,
-            },
+            **sides,
             "rounds": sorted(kernels),
             "diff": diff,
         }
@@ -519,7 +511,7 @@ def create_app(url: str, *, hosts: frozenset[str] | None = None) -> Any:
 
     # one run
     def run_links(run_id: str, best: int) -> dict[str, Any]:
-        parents = reader.parents(run_id)
+        _, parents = reader.kernels(run_id)
         return {
             "events": link("/events", run=run_id),
             "diff": link("/diff", run=run_id, a=0, b=best),

@@ -55,9 +55,13 @@ class Queries(Session):
                 "RoundDecided": "decision",
                 "RunReopened": "reopened",
             }.get(record.event_type)
+            if key == "measurements" and payload.get("role") == "reference":
+                key = "reference"  # the parent measured beside the candidate, in its session
             if record.event_type == "ProfileRecorded":
                 detail["profiles"].append(payload)
-            elif key is not None and (round_no > 0 or key in ("validation", "measurements")):
+            elif key is not None and (
+                round_no > 0 or key in ("validation", "measurements", "reference")
+            ):
                 detail[key] = payload
                 if key == "decision":  # who recorded it (null before actors were recorded)
                     detail["actor"] = parsed(record.actor)

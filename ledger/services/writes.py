@@ -34,6 +34,7 @@ from ledger.core.events import (
     MeasurementsRecorded,
     NoiseMeasured,
     ProfileRecorded,
+    RoundDecided,
     RoundSubmitted,
     RunPlanned,
     RunReopened,
@@ -114,6 +115,9 @@ class RecordResult:
     failed_cases: tuple[str, ...] = ()  # the cases its correctness gate failed on
     warnings: tuple[str, ...] = ()  # near-miss keys in the round result
     dry_run: bool = False  # checked and decided, nothing written
+    mechanism_entry: dict[str, Any] | None = None  # entry, source (and nearest for other)
+    profiles: tuple[dict[str, Any], ...] = ()  # the candidate's profiles the decision read
+    mechanism_check: dict[str, Any] | None = None  # as the decision records it
 
 
 @dataclass(frozen=True)
@@ -242,6 +246,11 @@ class Writes(Session):
             ),
             warnings=tuple(warnings),
             dry_run=dry_run,
+            mechanism_entry=_entry_said(decision, result),
+            profiles=tuple(_profiles_read(items, evidence, candidate.ref.sha256)),
+            mechanism_check=None
+            if decision.mechanism_check is None
+            else decision.mechanism_check.model_dump(mode="json"),
         )
 
     def commit(
@@ -568,6 +577,7 @@ class Writes(Session):
             after_round=view.run.rounds_recorded,
             measurements=measured,
             source=recorded_file(path, doc.sha256, doc.size),
+            session=None if item.session is None else item.session.model_dump(mode="json"),
         )
         evidence = RunEvidence.folded([*(stored.event() for stored in stream), event])
         self.commit(run_id, view, [event], [], dry_run)
@@ -701,11 +711,24 @@ def profile_from_file(
         files=files,
         aggregation=parsed.aggregation,
         kernel_name=parsed.kernel_name,
-        notes=list(parsed.notes),
+        notes=[*parsed.notes, *_unread_map(parsed, plan, path)],
         shapes=[(p.shape, p.launches, p.total_us, dict(p.signals)) for p in parsed.shapes],
         case_id=case_id,
     )
     return event, blobs
+
+
+def _unread_map(parsed: Any, plan: RunPlanned, path: Path) -> list[str]:
+    """The note on a signal map whose names no profile reader gives (the attribution reads
+    none of them), in the names of the run's platform."""
+    from ledger.core.suggest import platform_family
+    from ledger.inputs.profiles.catalog import unread_map_note
+
+    if parsed.format != "signals-json":
+        return []
+    platform = platform_family(str(plan.target.get("soc", "")))
+    note = unread_map_note(dict(parsed.signals), platform, display(path))
+    return [] if note is None else [note]
 
 
 def _known_case(case_id: str | None, view: RunView, where: str) -> None:
@@ -761,3 +784,44 @@ def _run_kernels(stream: Sequence[StoredEvent]) -> set[str]:
             ref = event.kernel if isinstance(event, RunPlanned) else event.candidate  # type: ignore[union-attr]
             kernels.add(ref.sha256)
     return kernels
+
+
+def _entry_said(decision: RoundDecided, result: Any) -> dict[str, Any] | None:
+    """The vocabulary entry a round's mechanism mapped to, as `record` says it: the entry
+    and which text named it, and for `other` the entries nearest to what it said."""
+    from ledger.core.mechanisms import OTHER, nearest
+
+    found = decision.mechanism_entry
+    if found is None:
+        return None
+    said: dict[str, Any] = {"entry": found.entry, "source": found.source}
+    if found.entry == OTHER:
+        said["nearest"] = list(nearest(result.mechanism or result.change or ""))
+    return said
+
+
+def _profiles_read(
+    items: Sequence[Event], evidence: RunEvidence, candidate_sha256: str
+) -> list[dict[str, Any]]:
+    """The candidate's profiles its round's decision read: those the round result named or
+    carried (`with` "round"), then those `profile --candidate` recorded before (`with`
+    "earlier"), each with its file, format, case, signals and bottleneck."""
+    own = [e for e in items if isinstance(e, ProfileRecorded)]
+    earlier = {id(e): e for e in evidence.case_profiles.values()}
+    earlier.update({id(e): e for e in evidence.profiles.values()})
+    before = [e for e in earlier.values() if e.kernel_sha256 == candidate_sha256 and e not in own]
+    out = []
+    for source, events in (("round", own), ("earlier", before)):
+        for e in events:
+            out.append(
+                {
+                    "with": source,
+                    "origin": e.origin,
+                    "files": [f.written_path or f.path for f in e.files],
+                    "format": e.format,
+                    "case_id": e.case_id,
+                    "signals": sorted(e.signals),
+                    "bottleneck": (e.attribution or {}).get("bottleneck"),
+                }
+            )
+    return out

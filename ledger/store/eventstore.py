@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, func, literal_column, select
 
 from ledger.core.actors import actor_text, printable
 from ledger.errors import CheckFailed, ConflictError, InputError
@@ -260,7 +260,7 @@ class Store(Database):
         (`hashes_checked`). Either refusal raises `InputError`, and the caller's transaction
         writes nothing."""
         version, parent = head
-        seq = conn.execute(_LAST_SEQ).scalar_one() if after_seq is None else after_seq
+        seq = self.last_seq(conn) if after_seq is None else after_seq
         rows = []
         actor = None
         for item in batch:
@@ -364,16 +364,21 @@ class Store(Database):
 
     def runs_after(self, conn: Connection, seq: int) -> list[str]:
         """The runs that have an event after `seq`, in the order of their first such event."""
-        rows = conn.execute(_RUNS_AFTER, {"seq": seq})
-        return [stream_id for stream_id, _ in rows]
+        rows = fetch(conn, _STREAMS_AFTER, {"seq": seq}, ())
+        return list(dict.fromkeys(stream_id for (stream_id,) in rows))
 
-    def event_hash_pages(self, conn: Connection, *, batch: int = 50_000):
-        """(seq, event hash) of every event in seq order, a page at a time: the Merkle
-        tree's leaves, read with the driver's cursor."""
-        last = 0
-        while page := fetch(conn, _HASH_PAGE, {"last": last, "n": batch}, ()):
-            yield page
-            last = page[-1][0]
+    def event_hash_pages(self, conn: Connection, *, batch: int = 65_536):
+        """The event hashes in seq order, as one hex string per `batch` seqs (the Merkle
+        tree's leaves): the database joins them, one string a page instead of a row and a
+        string an event. A page of seqs with no event is left out."""
+        query = _HASH_PAGE_PG if self.dialect == "postgresql" else _HASH_PAGE
+        for low in range(0, self.last_seq(conn), batch):
+            (joined,) = fetch(conn, query, {"low": low, "high": low + batch}, ())[0]
+            if joined:
+                yield joined
+
+    def last_seq(self, conn: Connection) -> int:
+        return conn.execute(_LAST_SEQ).scalar_one()
 
     def event_count(self, conn: Connection) -> int:
         return conn.execute(select(func.count()).select_from(events)).scalar_one()
@@ -476,18 +481,16 @@ _BLOB_PAGE = (
     .limit(bindparam("n"))
 )
 _LAST_SEQ = select(func.coalesce(func.max(events.c.seq), 0))
-_RUNS_AFTER = (
-    select(events.c.stream_id, func.min(events.c.seq).label("first"))
-    .where(events.c.seq > bindparam("seq"))
-    .group_by(events.c.stream_id)
-    .order_by("first")
+# one row an event after `seq` (the new work), not a GROUP BY over every run's index entries
+_STREAMS_AFTER = (
+    select(events.c.stream_id).where(events.c.seq > bindparam("seq")).order_by(events.c.seq)
 )
-_HASH_PAGE = (
-    select(events.c.seq, events.c.event_hash)
-    .where(events.c.seq > bindparam("last"))
-    .order_by(events.c.seq)
-    .limit(bindparam("n"))
-)
+_HASHES = func.aggregate_strings(events.c.event_hash, literal_column("''"))
+_HASH_RANGE = (events.c.seq > bindparam("low"), events.c.seq <= bindparam("high"))
+# SQLite before 3.44 has no ORDER BY inside an aggregate: group_concat joins the rows in the
+# order the range scan of the primary key meets them, ascending seq. PostgreSQL is told.
+_HASH_PAGE = select(_HASHES).where(*_HASH_RANGE)
+_HASH_PAGE_PG = select(_HASHES.aggregate_order_by(events.c.seq)).where(*_HASH_RANGE)
 _READ_VERSION = select(*EVENT_COLUMNS).where(
     events.c.stream_id == bindparam("stream"), events.c.stream_version == bindparam("version")
 )

@@ -116,7 +116,8 @@ def test_import_continues_a_run_and_refuses_a_clash(db_url, other_url, tmp_path)
     )
     refused = target("import", clash, "--json")
     assert refused.exit_code == 2
-    assert "already in this ledger with different content at version 1" in refused.stderr
+    assert "already in this ledger with different content at version 1" in refused.error
+    assert refused.stderr == ""
     assert event_count(other_url) == 11
 
 
@@ -373,8 +374,8 @@ def test_import_refuses_a_damaged_bundle_and_writes_nothing(built, db_url, tmp_p
         assert target("verify", "--json").exit_code == 0
         return
     assert result.exit_code == 2, result.stdout + result.stderr
-    assert f"({check}: " in result.stderr, result.stderr
-    assert result.stderr.startswith("Error: ") and result.stderr.strip().count("\n") == 0
+    assert f"({check}: " in result.error, result.stdout
+    assert result.stderr == "" and result.stdout.count("\n") == 1
     store = Store(db_url)
     with store.transaction() as conn:
         assert store.event_count(conn) == 0

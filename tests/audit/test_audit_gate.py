@@ -74,8 +74,8 @@ def test_the_gate_fails_with_sentences(cli, tmp_path):
     )
     assert "it is the candidate of round 2, decided DISCARD" in body["reasons"][1]
     assert all(reason.endswith(".") for reason in body["reasons"])
-    assert result.stderr.startswith(f"Error: check-merge failed: Run {campaign.run_id} has not")
-    assert result.stderr.rstrip().endswith("(and 1 more)")
+    assert result.error.startswith(f"check-merge failed: Run {campaign.run_id} has not")
+    assert result.error.endswith("(and 1 more)") and result.stderr == ""
     markdown = cli("check-merge", "--run", campaign.run_id, "--kernel", discarded, "--markdown")
     assert markdown.exit_code == 1
     assert "❌ failed" in markdown.stdout and "**Why it failed**" in markdown.stdout
@@ -119,7 +119,7 @@ def test_changed_evidence_is_a_note_unless_strict(cli, tmp_path):
     assert report["artifacts"]["status"] == "failed"
     assert {i["field"] for i in report["artifacts"]["changed"]} == {"candidate"}
     assert {i["field"] for i in report["artifacts"]["missing"]} == {"case_matrix"}
-    assert "2 evidence files changed or vanished" in verified.stderr
+    assert "2 evidence files changed or vanished" in verified.error
     assert cli("verify", "--json").exit_code == 0  # without --artifacts, files are not read
 
 
@@ -213,6 +213,6 @@ def test_checkout_rejects_bad_input(cli, tmp_path, args, message):
     campaign = _run(cli, tmp_path / "c", PASSING[:1], conclude=False)
     result = cli("checkout", "--run", campaign.run_id, *args)
     assert result.exit_code == 2
-    assert message in result.stderr
+    assert message in result.error
     unknown = cli("checkout", "--run", "nope", "--out", tmp_path / "y.py")
     assert unknown.exit_code == 2 and not (tmp_path / "y.py").exists()

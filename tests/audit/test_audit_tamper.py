@@ -200,5 +200,5 @@ def test_a_forged_decision_is_reported_through_the_command_line(built, tmp_path)
     assert body["first_failure"]["stream_id"] == target.stream_id
     assert body["first_failure"]["check"] == "hash"
     assert body["checks"]["hash"] == "failed" and body["checks"]["replay"] == "not run"
-    assert result.stderr.startswith(f"Error: verification failed at seq {target.seq} ")
-    assert len(result.stderr.splitlines()) == 1
+    assert body["error"].startswith(f"verification failed at seq {target.seq} ")
+    assert result.stderr == ""

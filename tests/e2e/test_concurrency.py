@@ -50,10 +50,10 @@ def test_eight_writers_one_round(db_url: str, campaign: Campaign, tmp_path: Path
     codes = sorted(code for code, _, _ in results)
     assert codes.count(0) == 1, results
     assert set(codes) <= {0, 2, 3}, results
-    for code, _, err in results:
+    for code, out, err in results:
         assert "Traceback" not in err
-        if code:
-            assert err.startswith("Error: ") and err.count("\n") == 1
+        if code:  # --json: the error object alone, on stdout
+            assert err == "" and out.count("\n") == 1 and json.loads(out)["exit_code"] == code
     status = subprocess.run(
         [*KL, "history", "--run", campaign.run_id, "--json"],
         env=env,

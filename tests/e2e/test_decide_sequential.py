@@ -136,8 +136,8 @@ def test_bad_sequential_inputs_are_refused(cli, tmp_path):
     medians_only = _input(_medians(1.0), _medians(0.9), statistics={"sequential": SEQUENTIAL})
     result = _decide(cli, tmp_path, medians_only)
     assert result.exit_code == 2 and result.json()["status"] == "error"
-    assert "statistics.sequential needs samples_us for every case on both sides" in result.stderr
+    assert "statistics.sequential needs samples_us for every case on both sides" in result.error
     bad = _input(_rows(1.0, 20, 1), _rows(0.9, 20, 2), statistics={"sequential": {"batch": 0}})
     result = _decide(cli, tmp_path, bad)
     assert result.exit_code == 2
-    assert "statistics.sequential.batch must be at least 1, got 0" in result.stderr
+    assert "statistics.sequential.batch must be at least 1, got 0" in result.error

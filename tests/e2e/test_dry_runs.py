@@ -60,6 +60,8 @@ def test_dry_run_text_says_nothing_was_written(cli, monkeypatch):
     assert result.stdout == (
         "checked (nothing written): round 1 would be decided as follows\n"
         "round 1: KEEP  I +8.27%  R -3.47%  cumulative +8.27%  target not met  7 rounds left\n"
+        "  mechanism rows-per-program (named by its mechanism); no profile of the candidate "
+        "read; no expected_signal\n"
     )
     diag = cli(
         "diagnose", "--run", RUN, "--bottleneck", "latency-bound", "--evidence", "x", "--dry-run"

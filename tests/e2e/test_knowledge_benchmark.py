@@ -63,6 +63,11 @@ def test_leave_one_run_out_figures(sqlite_url, tmp_path, monkeypatch):
     assert figures["top3"]["knowledge_query"] == 1.0
     # the prior's top three over softmax-a's history: block-shape, rows-per-program: a hit
     assert figures["top3"]["prior_keep_count"] == 1.0
+    # every kept entry was kept in another run, and is in the prior's top three
+    assert figures["kept_in_no_other_run"] == []
+    assert figures["top3_by_prior"]["prior_names_it"]["rounds"] == 5
+    assert figures["top3_by_prior"]["prior_does_not"] == {
+        "rounds": 0, "suggest": None, "knowledge_query": None}  # fmt: skip
     signatures = figures["failure_signatures"]
     # each matmul run: pipelining discarded in its two other matmul runs
     assert signatures["expected"] == 3

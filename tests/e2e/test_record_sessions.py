@@ -80,6 +80,18 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
     assert abs(decided["relative_improvement"] - 0.05) < 0.01
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
+    # show names the round's session and gives the reference beside the candidate
+    shown = cli("show", "--run", campaign.run_id, "--round", "2", "--json").json()
+    assert shown["measurements"]["role"] == "candidate"
+    session = shown["measurements"]["session"]
+    assert (session["id"], session["device"]) == ("s-round-2", "GPU-1")
+    assert shown["reference"]["role"] == "reference"
+    assert shown["reference"]["kernel_sha256"] == parent
+    text = cli("show", "--run", campaign.run_id, "--round", "2").stdout
+    assert "  session:    s-round-2 (device GPU-1)\n" in text
+    assert "the parent kernel, measured beside the candidate in its session" in text
+    assert "reference µs" in text
+    assert "reference" not in cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
 
 
 def test_a_reference_of_another_kernel_is_refused(cli, campaign):

@@ -298,7 +298,7 @@ def test_unknown_run_is_refused_and_nothing_is_written(cli, tmp_path):
     out = tmp_path / "r.html"
     result = cli("report", "--run", "nope", "--html", out, "--json")
     assert result.exit_code == 2
-    assert result.stderr == "Error: run 'nope' is not in the ledger\n"
+    assert result.stderr == ""  # with --json, the JSON object alone
     assert result.json() == {
         "status": "error",
         "error": "run 'nope' is not in the ledger",

@@ -184,6 +184,25 @@ def test_suggest_ranks_what_this_run_tried_after_what_it_did_not(cli, tmp_path):
         "warps-per-program", "rows-per-program", "cache-hints"]  # fmt: skip
 
 
+def test_suggest_lists_every_failure_of_a_similar_run(cli, tmp_path):
+    """Seven entries failed in the other runs: all seven are failure signatures, those that
+    failed in both runs first."""
+    failing = ["rows per program", "num_warps", "eviction hint", "block shape", "num_stages"]
+    failing.append("persistent grid")
+    for name in ("a", "b"):
+        _run(cli, tmp_path, f"softmax-{name}-001", [(m, f"{m} changed", None) for m in failing])
+    _run(cli, tmp_path, "softmax-c-001", [("split reduction", "SPLIT=1 -> 4", None)])
+    _run(cli, tmp_path, "softmax-d-001", [])
+    body = cli("suggest", "--run", "softmax-d-001", "--json").json()
+    found = [(s["entry"], s["failed_runs"]) for s in body["failure_signatures"]]
+    assert sorted(found[:6]) == [
+        ("block-shape", 2), ("cache-hints", 2), ("persistent-grid", 2), ("pipelining", 2),
+        ("rows-per-program", 2), ("warps-per-program", 2)]  # fmt: skip
+    assert found[6:] == [("split-reduction", 1)]
+    text = cli("suggest", "--run", "softmax-d-001").stdout
+    assert "  split-reduction: failed validation 1 and discarded 0 times in 1 similar run" in text
+
+
 def test_old_ledgers_read_with_entries(tmp_path, monkeypatch):
     """Decisions recorded before the vocabulary hold no entry; readers classify them from
     the rounds row, so `history --mechanism ENTRY` and `suggest` see them too."""

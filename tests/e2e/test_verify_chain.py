@@ -123,6 +123,7 @@ def test_chain_names_a_changed_event(cli, campaign, tmp_path):
             "reason": HASH_REASON,
         },
         "warnings": [],
+        "error": f"verification failed at seq 5 ({RUN} v5): hash: {HASH_REASON}",
     }
     full = cli("verify")  # the full replay stops at the same event, for the same reason
     assert (full.exit_code, full.stderr) == (1, text.stderr)

@@ -68,6 +68,18 @@ class Outcome:
     def json(self) -> Any:
         return json.loads(self.stdout)
 
+    @property
+    def said(self) -> str:
+        """The failure as its one channel said it: the `Error:` line(s) on stderr, or, for
+        `--json`, the error object on stdout, written as those lines would be."""
+        if self.stderr or not self.stdout.startswith('{"status": "error"'):
+            return self.stderr
+        body = self.json()
+        problems = body.get("problems") or []
+        if len(problems) > 1:
+            return f"Error: {body['error']}\n" + "".join(f"  {p}\n" for p in problems)
+        return f"Error: {body['error']}\n"
+
 
 def kl(*args: Any, db: str, env: dict[str, str] | None = None, timeout: float = 120) -> Outcome:
     """`kernel-ledger --db DB ARGS` in a fresh process (`python -m cli`)."""
@@ -117,9 +129,12 @@ def cli(*args: Any, db: str) -> Outcome:
     return Outcome(code, out.getvalue(), err.getvalue(), time.monotonic() - started)
 
 
-def one_line_error(stderr: str) -> bool:
+def one_line_error(stderr: str, stdout: str = "") -> bool:
     """The product rule for every failure: one `Error: …` line on stderr, or, for an input
-    with several problems, that line saying `N problems:` and then one indented line each."""
+    with several problems, that line saying `N problems:` and then one indented line each;
+    with `--json` (`stdout` the error object), the object alone, one line, stderr empty."""
+    if stdout.startswith('{"status": "error"'):
+        return stderr == "" and stdout.count("\n") == 1 and bool(json.loads(stdout)["error"])
     if not stderr.startswith("Error: ") or "Traceback" in stderr or not stderr.endswith("\n"):
         return False
     first, *rest = stderr.removesuffix("\n").split("\n")

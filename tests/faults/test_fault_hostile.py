@@ -147,11 +147,11 @@ class Target:
 def check(target: Target, kind: str, data: bytes, tally: Counter) -> None:
     before = target.events()
     result = target.attack(kind, data)
-    assert "Traceback" not in result.stderr, result.stderr
+    assert "Traceback" not in result.said, result.stderr
     assert result.code in (0, 2), (result.code, result.stderr, data[:300])
     stdout = json.loads(result.stdout)  # exactly one JSON object, also for errors
     if result.code == 2:
-        assert one_line_error(result.stderr), result.stderr
+        assert one_line_error(result.stderr, result.stdout), result.stderr
         assert stdout["exit_code"] == 2
         assert target.events() == before, "a rejected input wrote events"
         tally["rejected"] += 1
@@ -306,7 +306,7 @@ def rejected(target: Target, kind: str, data: bytes, fragment: str) -> None:
     before = target.events()
     result = target.attack(kind, data)
     assert result.code == 2, (result.code, result.stderr)
-    assert one_line_error(result.stderr) and fragment in result.stderr, result.stderr
+    assert one_line_error(result.stderr, result.stdout) and fragment in result.said, result.stderr
     assert target.events() == before
 
 
@@ -335,8 +335,8 @@ def test_files_above_the_size_limit(target: Target, kind: str, monkeypatch):
     if kind != "round" and kind != "config":
         write_json(target.root / "round.json", target.round_doc())
     result = cli(*command, db=target.url)
-    assert result.code == 2 and one_line_error(result.stderr), result.stderr
-    assert f"is {64 * MiB + 1} bytes, over the {64 * MiB}-byte limit" in result.stderr
+    assert result.code == 2 and one_line_error(result.stderr, result.stdout), result.stderr
+    assert f"is {64 * MiB + 1} bytes, over the {64 * MiB}-byte limit" in result.said
     # the limit is overridable: a document of 2,000 bytes against a 1,000-byte limit
     target.reset()
     monkeypatch.setenv("KERNEL_LEDGER_MAX_INPUT_BYTES", "1000")
@@ -348,8 +348,8 @@ def test_files_above_the_size_limit(target: Target, kind: str, monkeypatch):
 def test_profile_above_the_size_limit(target: Target, monkeypatch):
     path = _sparse(target.root / "profile.json", 64 * MiB + 1)
     result = cli("profile", "--run", RUN, "--baseline", path, db=target.url)
-    assert result.code == 2 and one_line_error(result.stderr), result.stderr
-    assert "over the 64 MiB limit" in result.stderr
+    assert result.code == 2 and one_line_error(result.stderr, result.stdout), result.stderr
+    assert "over the 64 MiB limit" in result.said
     # the limit is overridable, as for every other input file
     data = json.dumps(target.doc("profile")).encode() + b" " * 2000  # 2,000+ bytes
     assert target.attack("profile", data).code == 0  # under the default limit
@@ -400,7 +400,7 @@ def test_paths_with_newlines(target: Target):
     result = cli("plan", "--config", config, "--json", db=target.url)
     assert result.code == 0, result.stderr
     missing = cli("plan", "--config", odd / "no\nsuch.json", db=target.url)
-    assert missing.code == 2 and one_line_error(missing.stderr), missing.stderr
+    assert missing.code == 2 and one_line_error(missing.stderr, missing.stdout), missing.stderr
     doc = target.files.config_doc("newline-002")
     doc["kernel"]["path"] = "kernels/not\nthere.py"
     rejected(target, "config", json.dumps(doc).encode(), "does not exist")
@@ -483,15 +483,15 @@ def test_checkpoint_signer_key_file_that_is_not_there(target: Target, value, fra
         before = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
     conn.close()
     result = cli("checkpoint", "--sign", value, "--json", db=target.url)
-    assert result.code == 2 and one_line_error(result.stderr), result.stderr
-    assert fragment in result.stderr and "malformed" not in result.stderr
+    assert result.code == 2 and one_line_error(result.stderr, result.stdout), result.stderr
+    assert fragment in result.said and "malformed" not in result.said
     with sqlite3.connect(target.db) as conn:
         assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == before
     conn.close()
     # the verifier key of `verify` is read the same way
     result = cli("verify", "--checkpoint", "x\n1\nAAAA\n", "--verifier-key", value, db=target.url)
-    assert result.code == 2 and one_line_error(result.stderr), result.stderr
-    assert fragment.replace("--sign", "--verifier-key") in result.stderr
+    assert result.code == 2 and one_line_error(result.stderr, result.stdout), result.stderr
+    assert fragment.replace("--sign", "--verifier-key") in result.said
 
 
 @pytest.mark.parametrize("kind", ["config", "round", "manifest"])
@@ -629,13 +629,13 @@ def test_bundle_inputs_are_bounded(target: Target, command, monkeypatch):
     ]
     for path, fragment in cases:
         result = cli(*command, path, db=target.url)
-        assert result.code == 2 and one_line_error(result.stderr), result.stderr
-        assert fragment in result.stderr, result.stderr
+        assert result.code == 2 and one_line_error(result.stderr, result.stdout), result.stderr
+        assert fragment in result.said, result.stderr
         assert result.seconds < 30
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     monkeypatch.setenv("KERNEL_LEDGER_MAX_BUNDLE_BYTES", "1000")
     result = cli(*command, bundle, db=target.url)
-    assert result.code == 2 and "over the 1000-byte limit" in result.stderr, result.stderr
+    assert result.code == 2 and "over the 1000-byte limit" in result.said, result.stderr
     assert target.events() == before
     record_figures("bundle_inputs_are_bounded", command=" ".join(command), peak_rss_mib=peak_mib)
 
@@ -663,8 +663,10 @@ def test_outputs_never_replace_the_ledger(target: Target):
             for force in ((), ("--force",)):
                 result = cli(*command, out, *force, db=target.url)
                 tried += 1
-                assert result.code == 2 and one_line_error(result.stderr), result.stderr
-                assert "is the ledger or one of its files" in result.stderr, result.stderr
+                assert result.code == 2 and one_line_error(result.stderr, result.stdout), (
+                    result.stderr
+                )
+                assert "is the ledger or one of its files" in result.said, result.stderr
     assert target.events() == before
     assert cli("verify", db=target.url).code == 0
     record_figures("outputs_never_replace_the_ledger", refused=tried)

@@ -233,7 +233,7 @@ def test_server_restarted_mid_run(cluster, tmp_path: Path):
         }.items():
             result = cli(*args, "--json", db=campaign.url)
             assert result.code == 4, (name, result.stderr)
-            assert one_line_error(result.stderr) and "is unavailable" in result.stderr
+            assert one_line_error(result.stderr, result.stdout) and "is unavailable" in result.said
             assert json.loads(result.stdout)["exit_code"] == 4
             assert result.seconds < 10, (name, result.seconds)  # refused at once, no hang
             outages[name] = round(result.seconds, 3)

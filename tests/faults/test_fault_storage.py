@@ -80,10 +80,10 @@ class Ledger:
 def refused(result, *fragments: str) -> None:
     """Exit 4, one `Error:` line that says what is wrong, and the JSON error object."""
     assert result.code == 4, (result.code, result.stdout, result.stderr)
-    assert one_line_error(result.stderr), result.stderr
+    assert one_line_error(result.stderr, result.stdout), result.stderr
     assert json.loads(result.stdout)["exit_code"] == 4
     for fragment in fragments:
-        assert fragment in result.stderr, result.stderr
+        assert fragment in result.said, result.stderr
 
 
 # --- read-only ---------------------------------------------------------------------------
@@ -172,9 +172,9 @@ def test_damaged_ledger_file(tmp_path: Path, kind: str):
             continue
         refused(result, DAMAGE[kind])
         assert (
-            "damaged" in result.stderr
-            or "not a SQLite database" in result.stderr
-            or ("empty" in result.stderr)
+            "damaged" in result.said
+            or "not a SQLite database" in result.said
+            or ("empty" in result.said)
         ), result.stderr
     assert outcomes["verify"] == 4 and outcomes["record"] == 4 and outcomes["plan"] == 4
     assert file_digest(ledger.path) == damaged, "a command wrote into a damaged ledger"
@@ -203,12 +203,12 @@ def test_random_pages_never_pass_as_intact(tmp_path: Path):
             assert event_rows(ledger.url) == rows
             intact += 1
         else:
-            assert one_line_error(verify.stderr), verify.stderr
+            assert one_line_error(verify.stderr, verify.stdout), verify.stderr
             detected += 1
         for name in ("status", "history", "record"):
             result = cli(*commands[name], db=ledger.url)
             assert result.code in (0, 1, 2, 4), (name, result.stderr)
-            assert result.code == 0 or one_line_error(result.stderr), result.stderr
+            assert result.code == 0 or one_line_error(result.stderr, result.stdout), result.stderr
             # A record may succeed when the damaged page is not on its way (SQLite checks
             # the pages it reads; only `verify` reads them all): its append is whole.
     assert detected > 0
@@ -295,7 +295,7 @@ def test_a_cleanly_deleted_ledger_is_not_recreated(tmp_path: Path):
     bad = work / "bad-round.json"
     bad.write_bytes(b"{")
     result = cli("record", "--run", RUN, "--result", bad, db=ledger.url)
-    assert result.code == 2 and "is not valid JSON" in result.stderr, result.stderr
+    assert result.code == 2 and "is not valid JSON" in result.said, result.stderr
     assert not folder.exists()
     # the commands whose job is to create a ledger do
     assert cli("import", bundle, db=ledger.url).code == 0
@@ -396,8 +396,8 @@ def test_analyze_into_a_full_output_folder(tmp_path: Path):
         filler = _fill(out)
         report = out / "report"
         result = cli("analyze", "--run", RUN, "--output-dir", report, db=ledger.url)
-        assert result.code == 4 and one_line_error(result.stderr), result.stderr
-        assert "No space left on device; nothing was appended" in result.stderr
+        assert result.code == 4 and one_line_error(result.stderr, result.stdout), result.stderr
+        assert "No space left on device; nothing was appended" in result.said
         assert event_rows(ledger.url) == rows  # the run is not concluded
         assert sorted(p.name for p in report.iterdir()) == []  # no staged file left behind
         # read-only: refused the same way
@@ -407,8 +407,8 @@ def test_analyze_into_a_full_output_folder(tmp_path: Path):
             result = cli("analyze", "--run", RUN, "--output-dir", report, db=ledger.url)
         finally:
             remount(out, "rw")
-        assert result.code == 4 and one_line_error(result.stderr), result.stderr
-        assert "nothing was appended" in result.stderr
+        assert result.code == 4 and one_line_error(result.stderr, result.stdout), result.stderr
+        assert "nothing was appended" in result.said
         assert event_rows(ledger.url) == rows
         # with room again, analyze concludes the run and writes its three files
         result = cli("analyze", "--run", RUN, "--output-dir", report, "--json", db=ledger.url)
@@ -430,6 +430,6 @@ def test_analyze_into_a_path_that_is_a_file(tmp_path: Path):
     not_a_folder = tmp_path / "a-file"
     not_a_folder.write_text("x")
     result = cli("analyze", "--run", RUN, "--output-dir", not_a_folder / "out", db=ledger.url)
-    assert result.code == 2 and one_line_error(result.stderr), result.stderr
-    assert "cannot write to the output folder" in result.stderr
+    assert result.code == 2 and one_line_error(result.stderr, result.stdout), result.stderr
+    assert "cannot write to the output folder" in result.said
     assert event_rows(ledger.url) == rows

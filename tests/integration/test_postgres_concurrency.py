@@ -45,7 +45,8 @@ def pg_url(pg_server: str, pg_template: str) -> str:
 
 
 def _cli(url: str, *args: str) -> tuple[int, str]:
-    """One `kernel-ledger` command in this process: (exit code, stderr)."""
+    """One `kernel-ledger` command in this process: (exit code, what it said went wrong:
+    stderr, or with `--json` the error object on stdout, its one channel)."""
     from cli.app import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -56,7 +57,8 @@ def _cli(url: str, *args: str) -> tuple[int, str]:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     gc.collect()  # release this command's engine and its connection now
-    return code, err.getvalue()
+    said = out.getvalue() if out.getvalue().startswith('{"status": "error"') else ""
+    return code, err.getvalue() or said
 
 
 def _writer(url: str, lane: dict, timeout: str, lost, result_file: str) -> None:
@@ -72,7 +74,7 @@ def _writer(url: str, lane: dict, timeout: str, lost, result_file: str) -> None:
             codes.append(code)
             if code != 3:
                 break
-            assert err.startswith("Error: ") and err.count("\n") == 1, err
+            assert err.count("\n") == 1 and json.loads(err)["exit_code"] == 3, err
             lost.set()
             time.sleep(0.05)
         if code != 0:

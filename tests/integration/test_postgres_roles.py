@@ -189,7 +189,7 @@ def test_grant_refusals(shared: Shared, sqlite_url: str):
     ):
         result = owner("db", "grant", "--role", role, "--json")
         assert result.exit_code == 2, (role, result.stderr)
-        assert message in result.stderr and result.stderr.count("\n") == 1
+        assert message in result.error and result.stderr == ""
         assert result.json()["exit_code"] == 2
     lite = CliRunner(sqlite_url)("db", "grant", "--role", "app")
     assert lite.exit_code == 2 and "a SQLite ledger has no roles" in lite.stderr
@@ -239,8 +239,8 @@ def test_a_read_only_role_verifies_and_reads_but_cannot_write(shared: Shared, tm
         assert result.exit_code == 0, (args, result.stderr)
     other = Campaign(tmp_path / "other", run_id="softmax-ro-001")
     refused = ro("plan", "--config", other.config(), "--json")
-    assert refused.exit_code == 4 and "permission denied for table" in refused.stderr
-    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert refused.exit_code == 4 and "permission denied for table" in refused.error
+    assert refused.stderr == "" and refused.stdout.count("\n") == 1
 
 
 def _actors(url: str) -> list[tuple[str, dict]]:
