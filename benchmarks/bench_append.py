@@ -347,16 +347,19 @@ def breakdown(pool: list[GeneratedRun]) -> dict[str, float]:
 
     def fold() -> None:  # as `BulkWriter` folds: one call per run
         for run in pool:
-            projections.fold(
-                (version, at, item)
-                for version, (item, at) in enumerate(
-                    (
-                        (item, at)
-                        for its, at in zip(run.appends, run.times, strict=True)
-                        for item in its
-                    ),
-                    start=1,
-                )
+            projections.fold_into(
+                None,
+                (
+                    (version, at, item)
+                    for version, (item, at) in enumerate(
+                        (
+                            (item, at)
+                            for its, at in zip(run.appends, run.times, strict=True)
+                            for item in its
+                        ),
+                        start=1,
+                    )
+                ),
             )
 
     def hashes() -> None:
@@ -381,5 +384,5 @@ def breakdown(pool: list[GeneratedRun]) -> dict[str, float]:
             lambda: [rfc8785.dumps(p) for p in payloads]
         ),
         "event hash over the envelope (`hashing.event_hash`)": best(hashes),
-        "projection fold (`projections.fold`, one call per run)": best(fold),
+        "projection fold (`projections.fold_into`, one call per run)": best(fold),
     }
