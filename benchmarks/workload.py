@@ -430,10 +430,10 @@ class BulkWriter:
                 # one fold per run: the rows are built once, not once per event
                 view = projections.fold_into(
                     None,
-                    (
+                    [
                         (record.stream_version, record.recorded_at, new.event)
                         for record, new in zip(stored, batch, strict=True)
-                    ),
+                    ],
                 )
                 if hasattr(store, "put_blobs"):
                     store.put_blobs(conn, run.blobs)

@@ -3,10 +3,8 @@ pinned checkpoint and verifier key options, and the progress bar of a long check
 
 from __future__ import annotations
 
-import sys
-
 from cli.declare import Option
-from cli.output import progress
+from cli.output import progress_line
 
 CHECKPOINT = Option(
     "A pinned checkpoint note (C2SP tlog-checkpoint: origin, size, root), or a file holding one.",
@@ -61,22 +59,13 @@ def progress_bar(done: int, total: int, what: str = "verifying") -> str:
 
 
 def _progress(as_json: bool, what: str = "verifying"):
-    """A progress callback drawing on stderr for large ledgers (never with --json, never
-    when stderr is not a terminal), and a function that ends its line."""
-    shown = {"any": False}
-    if as_json or not sys.stderr.isatty():
-        return None, lambda: None
-
-    def on_progress(done: int, total: int) -> None:
-        if total >= PROGRESS_MIN_EVENTS:
-            shown["any"] = True
-            progress(progress_bar(done, total, what))
-
-    def finish() -> None:
-        if shown["any"]:
-            progress("\n")
-
-    return on_progress, finish
+    """A progress bar on stderr for large ledgers (`progress_line`), and its end."""
+    return progress_line(
+        as_json,
+        lambda done, total: (
+            progress_bar(done, total, what) if total >= PROGRESS_MIN_EVENTS else None
+        ),
+    )
 
 
 def failed_at(f, of: str = "ledger") -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from cli.declare import Command, Env, Option, Outcome, round_option, run_option
@@ -22,18 +23,9 @@ def checkout(env: Env, run: str, round: int | None, out: str | None, force: bool
         return Outcome({}, (restore_kernel(store, run, round), None))
     restored = restore_kernel(store, run, round)
     written = write_kernel(Path(out), restored.content, force=force, protected=store.ledger_files())
-    return Outcome(
-        {
-            "status": "ok",
-            "run_id": restored.run_id,
-            "round": restored.round,
-            "sha256": restored.sha256,
-            "recorded_path": restored.recorded_path,
-            "path": str(written),
-            "bytes": len(restored.content),
-        },
-        (restored, written),
-    )
+    kernel = {k: v for k, v in asdict(restored).items() if k != "content"}
+    document = {"status": "ok", **kernel, "path": str(written), "bytes": len(restored.content)}
+    return Outcome(document, (restored, written))
 
 
 def say_checkout(out: Outcome, args) -> None:

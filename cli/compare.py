@@ -29,6 +29,17 @@ def say_compare(out: Outcome, args) -> None:
         )
     )
     say(f"weighted improvement of round {b} over round {a}: {pct(result['relative_improvement'])}")
+    sa, sb = result["sessions"]
+    if sa and sb and sa != sb:
+        say(
+            f"note: these are the medians each round recorded, in two sessions ({sa}, {sb}); "
+            "no drift between them is accounted for"
+        )
+    for n in result["decided_on_reference"]:
+        say(
+            f"note: round {n} was decided against its parent measured in its own session "
+            f"(kernel-ledger show --run {result['run_id']} --round {n})"
+        )
 
 
 COMMAND = Command(
@@ -53,7 +64,9 @@ COMMAND = Command(
             le=MAX_COUNT,
         ),
     },
-    returns="`status`, `run_id`, `round_a`, `round_b`, `cases` (each case's `weight`, "
-    "`a_median_us`, `b_median_us` and `relative_change`), `relative_improvement`",
+    returns="`status`, `run_id`, `round_a`, `round_b`, `sessions` (each side's session id, "
+    "null where not named), `decided_on_reference` (the rounds decided on a same-session "
+    "reference, not on these medians), `cases` (each case's `weight`, `a_median_us`, "
+    "`b_median_us` and `relative_change`), `relative_improvement`",
     tool=True,
 )

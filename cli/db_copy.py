@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict
 
 from cli.declare import REQUIRED, Command, Env, Option, Outcome
-from cli.output import plural, progress, say
+from cli.output import plural, progress_line, say
 
 
 def copy(env: Env, to: str) -> Outcome:
@@ -18,17 +17,9 @@ def copy(env: Env, to: str) -> Outcome:
         raise InputError("--to needs a database URL")
     source = env.store()
     target = open_target(source, to)
-    show = not env.as_json and sys.stderr.isatty()
-
-    def on_progress(done: int, total: int) -> None:
-        if show and total:
-            # the events are in; the indexes, blobs and read-back take a few seconds more
-            after = "; copying blobs, building indexes, reading back" if done >= total else ""
-            progress(f"\rcopying {done}/{total} events{after}")
-
+    on_progress, finish = progress_line(env.as_json, _copying)
     result = copy_ledger(source, target, on_progress=on_progress)
-    if show:
-        progress("\n")
+    finish()
     return Outcome(
         {
             "status": "ok",
@@ -38,6 +29,12 @@ def copy(env: Env, to: str) -> Outcome:
         },
         (result, target.shown_url),
     )
+
+
+def _copying(done: int, total: int) -> str | None:
+    """The events are in at `total`; the indexes, blobs and read-back take a few seconds more."""
+    after = "; copying blobs, building indexes, reading back" if done >= total else ""
+    return f"\rcopying {done}/{total} events{after}" if total else None
 
 
 def say_copy(out: Outcome, args) -> None:

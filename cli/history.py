@@ -25,6 +25,7 @@ def history(
     kernel_name: str | None,
     search: str | None,
     actor: str | None,
+    session: str | None,
     since: str | None,
     until: str | None,
     limit: int | None,
@@ -46,6 +47,7 @@ def history(
         mechanism=None if entry else mechanism,
         search=search,
         actor=actor,
+        session=session,
         since=_date(since, "--since"),
         until=_date(until, "--until"),
         limit=None if entry else limit,
@@ -160,9 +162,11 @@ def say_history(out: Outcome, args) -> None:
         return
     from ledger.core.actors import describe, parsed
 
+    sessions = any(r.session_id for r in rows)  # a column only where a round names one
     say(
         table(
-            ["run", "round", "decision", "I", "R", "cumulative", "change", "recorded", "by"],
+            ["run", "round", "decision", "I", "R", "cumulative", "change", "recorded", "by",
+             *(["session"] if sessions else [])],
             [
                 (
                     r.run_id,
@@ -174,11 +178,12 @@ def say_history(out: Outcome, args) -> None:
                     r.change,
                     r.recorded_at[:19] + "Z",
                     describe(parsed(actors.get((r.run_id, r.round)))),
+                    *([r.session_id or "-"] if sessions else []),
                 )
                 for r in rows
             ],
         )
-    )
+    )  # fmt: skip
     say("why:")
     for r in rows:
         found = why.get((r.run_id, r.round))
@@ -250,11 +255,17 @@ COMMAND = Command(
             "user or KERNEL_LEDGER_ACTOR label (the whole name, letter case aside).",
             metavar="NAME",
         ),
+        "session": Option(
+            "Only rounds whose candidate was measured in this session (the `session.id` of "
+            "its measurements).",
+            metavar="ID",
+        ),
         "since": Option("Only rounds recorded at or after this UTC date or time.", metavar="WHEN"),
         "until": Option("Only rounds recorded before this UTC date or time.", metavar="WHEN"),
         "limit": Option("At most N rounds.", int, metavar="N", ge=1, le=MAX_COUNT),
     },
-    returns="`status`, `count`, `rounds` (each round's row with `flags`, `start_signals`, "
+    returns="`status`, `count`, `rounds` (each round's row, `session_id` the candidate's "
+    "session or null, with `flags`, `start_signals`, "
     "`reason` and `actor`, who recorded the decision or null); with --like-profile also "
     "`bottleneck`, `first_experiment` and each round's `distance` and `shared_signals`",
     tool=True,

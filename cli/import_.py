@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cli.audit import CHECKPOINT, VERIFIER_KEY, key_arg, pinned_note
 from cli.declare import Command, Env, Option, Outcome, WithDetails
-from cli.output import plural, progress, say
+from cli.output import plural, progress_line, say
 
 if TYPE_CHECKING:
     from ledger.services.legacy import LegacyResult
@@ -40,7 +39,7 @@ def import_(
     if key is not None and note is None:
         raise InputError("--verifier-key checks the signature of a --checkpoint; name one")
     paths = [Path(file) for file in files]
-    on_progress, finish = _counting(env, len(paths), "bundles")
+    on_progress, finish = _counting(env, "bundles")
     results = import_bundles(
         env.store(create=True), paths, pinned_note=note, verifier_key=key, on_progress=on_progress
     )
@@ -52,20 +51,11 @@ def import_(
     return Outcome(_imports(bodies, "bundles"), ("bundles", results))
 
 
-def _counting(env: Env, total: int, what: str):
-    """A progress line on stderr for an import of several (never with --json, never when
-    stderr is not a terminal), and a function that ends it."""
-    show = total > 1 and not env.as_json and sys.stderr.isatty()
-
-    def on_progress(done: int, total: int) -> None:
-        if show:
-            progress(f"\rimporting {done}/{total} {what}")
-
-    def finish() -> None:
-        if show:
-            progress("\n")
-
-    return on_progress, finish
+def _counting(env: Env, what: str):
+    """A progress line on stderr for an import of several (`progress_line`), and its end."""
+    return progress_line(
+        env.as_json, lambda done, total: f"\rimporting {done}/{total} {what}" if total > 1 else None
+    )
 
 
 def _imports(bodies: list[dict], key: str) -> dict:
@@ -88,7 +78,7 @@ def _import_legacy(env: Env, folders: list[str], workspace: str | None) -> Outco
         if not base.is_dir():
             raise InputError(f"--workspace {display(base)} is not a folder")
     paths = [Path(folder) for folder in folders]
-    on_progress, finish = _counting(env, len(paths), "run folders")
+    on_progress, finish = _counting(env, "run folders")
     try:
         results = import_legacies(
             env.store(create=True), paths, workspace=base, on_progress=on_progress

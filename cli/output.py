@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.inputs.jsonio import plural  # noqa: F401  (the commands take it from here)
+from ledger.text import pct  # noqa: F401  (the commands take it from here)
 
 EXIT_INTERNAL = 70
 
@@ -44,6 +45,27 @@ def say(text: str = "") -> None:
 def progress(text: str) -> None:
     sys.stderr.write(text)
     sys.stderr.flush()
+
+
+def progress_line(as_json: bool, line: Callable[[int, int], str | None]):
+    """`on_progress(done, total)` drawing `line(done, total)` over itself on stderr (never
+    with --json, never when stderr is not a terminal; nothing while `line` gives None), and
+    a function that ends the line where one was drawn."""
+    if as_json or not sys.stderr.isatty():
+        return None, lambda: None
+    drawn = [False]
+
+    def on_progress(done: int, total: int) -> None:
+        text = line(done, total)
+        if text is not None:
+            drawn[0] = True
+            progress(text)
+
+    def finish() -> None:
+        if drawn[0]:
+            progress("\n")
+
+    return on_progress, finish
 
 
 def error(
@@ -102,10 +124,6 @@ def diagnose_hint(run_id: str) -> str:
         f"NEEDS DIAGNOSIS: profile again, then record a new bottleneck model with "
         f"kernel-ledger diagnose --run {run_id} --bottleneck CLASS --evidence TEXT"
     )
-
-
-def pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
 
 
 def not_found_keys(result) -> dict[str, list[str]]:

@@ -73,7 +73,8 @@ def say_mechanism(r) -> None:
         words.append("no profile of the candidate read")
     if check is None:
         words.append("no expected_signal")
-    say("  " + "; ".join(words))
+    if words:
+        say("  " + "; ".join(words))
     for p in r.profiles:
         where = ", ".join(p["files"]) or "profiler_signals"
         case = f", case {p['case_id']}" if p["case_id"] else ""

@@ -401,6 +401,8 @@ def record(
         if manifest["status"] == "planned":
             staged.json(runfolder.MANIFEST, runfolder.move(manifest, "running", at))
 
+    from ledger.core.decide import CONTROLLER_CONTRACT
+
     with staged, _ledger(output_dir, at) as service:
         run.check_ledger(service)
         # the run folder's replay (import --legacy) must give these very events, and it
@@ -412,6 +414,7 @@ def record(
             reopen=REOPEN_REASON,
             check=stage,
             vocabulary=False,
+            contract=CONTROLLER_CONTRACT,  # the controller's rule, as the replay decides
         )
         staged.publish()
     return {
@@ -429,6 +432,7 @@ def analyze(output_dir: Path, *, updated_at: str | None = None) -> dict[str, Any
     terminal status. As with the controller, analysis.json and report.md are written before
     the manifest is read, so a folder whose manifest cannot conclude again (a second
     analyze) still gets them, and the step fails; the ledger then stays as it was."""
+    from ledger.core.decide import CONTROLLER_CONTRACT
     from ledger.reports import runfolder
 
     output_dir = Path(output_dir)
@@ -436,13 +440,13 @@ def analyze(output_dir: Path, *, updated_at: str | None = None) -> dict[str, Any
     at = updated_at or utc_now()
     with _ledger(output_dir, at) as service:
         view = run.check_ledger(service)
-        view = service.conclusion_preview(service.full_view(run.run_id))
+        view = service.conclusion_preview(service.full_view(run.run_id), CONTROLLER_CONTRACT)
         analysis = runfolder.analysis_document(run.folder, view.run)
         _write_json(output_dir / runfolder.ANALYSIS, analysis)
         _write(output_dir / runfolder.REPORT, runfolder.report_text(analysis))
         manifest = _read_manifest(output_dir)
         manifest = runfolder.concluded_manifest(manifest, str(view.run.conclusion), at)
-        service.conclude(run.run_id)
+        service.conclude(run.run_id, contract=CONTROLLER_CONTRACT)
     _write_json(output_dir / runfolder.MANIFEST, manifest)
     return {
         "status": view.run.conclusion,

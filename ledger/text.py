@@ -1,9 +1,8 @@
-"""How messages show a path and a count. A leaf: it imports nothing of the ledger, so every
-layer (the store, the inputs, the verifier, the services, the reports, the CLI) may use it."""
+"""How messages show a path, a count and a fraction. A leaf: it imports nothing of the
+ledger, so every layer (the store, the inputs, the verifier, the services, the reports, the
+CLI) may use it."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 
 def plural(count: int, noun: str) -> str:
@@ -11,7 +10,17 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def display(path: Path | str) -> str:
-    """A path as shown in messages: one line, whatever the name holds."""
+def display(path: object) -> str:
+    """A path (or a text) as shown in messages: one line, whatever the name holds."""
     text = str(path)
     return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+
+
+def pct(value: float | None) -> str:
+    """A fraction as a signed percentage (`+8.30%`), `—` when there is none."""
+    return "—" if value is None else f"{value * 100:+.2f}%"
+
+
+def percent(value: float) -> str:
+    """A fraction as a percentage (a limit or threshold: `1.00%`)."""
+    return f"{value * 100:.2f}%"

@@ -454,45 +454,26 @@ def mechanism_check(
     min_change = float(expected.get("min_change", 0.0))
     best_cases = evidence.case_signals(best_sha256)
     cand_cases = evidence.case_signals(candidate_sha256)
+    asked = {"metric": metric, "direction": direction, "min_change": min_change}
+
+    def check(best: dict[str, float] | None, candidate: dict[str, float] | None) -> dict:
+        verdict = decide.check_mechanism(**asked, best_signals=best, candidate_signals=candidate)
+        return asdict(verdict)
+
     if not best_cases and not cand_cases:
-        verdict = decide.check_mechanism(
-            metric,
-            direction,
-            min_change,
-            evidence.signals(best_sha256),
-            evidence.signals(candidate_sha256),
-        )
-        return MechanismCheck(
-            metric=metric,
-            direction=direction,
-            min_change=min_change,
-            best_value=verdict.best_value,
-            candidate_value=verdict.candidate_value,
-            confirmed=verdict.confirmed,
-        )
-    checks = []
-    for case in case_ids:
-        if case not in cand_cases:
-            continue
-        verdict = decide.check_mechanism(
-            metric, direction, min_change, best_cases.get(case), cand_cases[case]
-        )
-        checks.append(
-            CaseCheck(
-                case_id=case,
-                best_value=verdict.best_value,
-                candidate_value=verdict.candidate_value,
-                confirmed=verdict.confirmed,
-            )
-        )
+        latest = check(evidence.signals(best_sha256), evidence.signals(candidate_sha256))
+        return MechanismCheck(**asked, **latest)
+    checks = [
+        CaseCheck(case_id=case, **check(best_cases.get(case), cand_cases[case]))
+        for case in case_ids
+        if case in cand_cases
+    ]
     compared = [c for c in checks if c.confirmed is not None]
     confirmed = None if not compared else all(c.confirmed for c in compared)
     shown = next((c for c in compared if c.confirmed is False), None)
     shown = shown or (compared[0] if compared else checks[0] if checks else None)
     return MechanismCheck(
-        metric=metric,
-        direction=direction,
-        min_change=min_change,
+        **asked,
         best_value=shown.best_value if shown else None,
         candidate_value=shown.candidate_value if shown else None,
         confirmed=confirmed,

@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from ledger.text import pct, percent
+
 
 class Decision(StrEnum):
     KEEP = "KEEP"
@@ -133,14 +135,6 @@ class Grounds:
         return f"{self.decision}: {self.clause}{qualifier}."
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100:+.2f}%"
-
-
-def _limit(value: float) -> str:
-    return f"{value * 100:.2f}%"
-
-
 class Contract:
     """Version 1 of the contract: SPEC 3 as the JSON-file controller applies it.
 
@@ -231,12 +225,12 @@ class Contract:
         the recorded decision is explained, never decided again. `worst_case` names the
         case of the largest regression R."""
         i, r, o = improvement, regression, objective
-        r_text = f"worst case R = {_pct(r)}" + (f" on {worst_case}" if worst_case else "")
+        r_text = f"worst case R = {pct(r)}" + (f" on {worst_case}" if worst_case else "")
         if decision == Decision.NOISE:
             return Grounds(
                 Decision.NOISE,
                 "noise-floor",
-                f"|I| = {abs(i) * 100:.2f}% is below the noise floor {_limit(o.noise_floor)}, "
+                f"|I| = {abs(i) * 100:.2f}% is below the noise floor {percent(o.noise_floor)}, "
                 f"too small to tell from measurement noise ({r_text})",
                 f"|I| {abs(i):.2%} is below the noise floor {o.noise_floor:.2%}",
             )
@@ -246,11 +240,11 @@ class Contract:
             parts = []
             if low:
                 parts.append(
-                    f"I = {_pct(i)} is below the minimum improvement "
-                    f"{_limit(o.min_relative_improvement)}"
+                    f"I = {pct(i)} is below the minimum improvement "
+                    f"{percent(o.min_relative_improvement)}"
                 )
             if high:
-                parts.append(f"{r_text} is over its limit {_limit(o.max_case_regression)}")
+                parts.append(f"{r_text} is over its limit {percent(o.max_case_regression)}")
             if low:
                 brief = (
                     f"I {i:+.2%} is below the minimum improvement {o.min_relative_improvement:.2%}"
@@ -264,14 +258,14 @@ class Contract:
             )
             # a DISCARD that is neither cannot come from this rule: say what was stored
             return Grounds(
-                Decision.DISCARD, rule, " and ".join(parts) or f"I = {_pct(i)}, {r_text}", brief
+                Decision.DISCARD, rule, " and ".join(parts) or f"I = {pct(i)}, {r_text}", brief
             )
         return Grounds(
             Decision.KEEP,
             "keep",
-            f"I = {_pct(i)} is at least the minimum {_limit(o.min_relative_improvement)} and "
-            f"above the noise floor {_limit(o.noise_floor)}, and {r_text} is within its "
-            f"limit {_limit(o.max_case_regression)}",
+            f"I = {pct(i)} is at least the minimum {percent(o.min_relative_improvement)} and "
+            f"above the noise floor {percent(o.noise_floor)}, and {r_text} is within its "
+            f"limit {percent(o.max_case_regression)}",
             f"I {i:+.2%} reaches {o.min_relative_improvement:.2%} and R {r:+.2%} stays "
             f"within {o.max_case_regression:.2%}",
         )
@@ -319,6 +313,12 @@ CONTRACTS: dict[int, Contract] = {1: Contract(), 2: ChainedContract()}
 """Every version of the contract, by number. A new version is added here and decides every
 round recorded from then on (the newest one decides); a stored decision or conclusion
 replays under the version it records, and one that records none is version 1."""
+
+CONTROLLER_CONTRACT = 1
+"""The version the JSON-file controller's runs are decided under, whatever version is
+newest: version 1 is SPEC 3 as the controller applies it (it knows no sessions or
+references). `import --legacy` and the drop-in `triton-optimization` record under it, so a
+run folder's rounds and conclusion hash as its replay always gave them."""
 
 
 def known_version(version: int) -> int:

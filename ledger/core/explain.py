@@ -32,6 +32,7 @@ from ledger.core.events import (
 )
 from ledger.core.projections import REOPENED_FLAG
 from ledger.core.stats import FLAG_DRIFT_UNESTIMATED
+from ledger.text import pct, percent
 
 # Every flag the ledger writes: on a decision (RoundDecided.flags, the rounds table), on a
 # drift estimate (statistics.drift_flags) and on a profile's attribution (attribution.flags).
@@ -115,14 +116,6 @@ class Explanation:
         return self.sentence + (f" Flags: {', '.join(self.flags)}." if self.flags else "")
 
 
-def _p(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
-
-
-def _limit(value: float) -> str:
-    return f"{value * 100:.2f}%"
-
-
 def _worst_case(d: RoundDecided) -> str | None:
     if d.candidate_medians_us is None or not d.case_ids:
         return None
@@ -161,24 +154,24 @@ def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None)
         rule = "bootstrap-noise-floor"
         sentence = (
             f"NOISE: the medians alone would keep it ({grounds.clause}), but the bootstrap's "
-            f"{boot['alpha']} lower bound of I, {_p(lower)}, is not above the noise floor "
-            f"{_limit(o.noise_floor)}{boot['drift']}."
+            f"{boot['alpha']} lower bound of I, {pct(lower)}, is not above the noise floor "
+            f"{percent(o.noise_floor)}{boot['drift']}."
         )
     elif changed_by == "case_regression":
         rule = "bootstrap-case-regression"
         sentence = (
             f"DISCARD: the medians alone would keep it ({grounds.clause}), but the bootstrap's "
-            f"{boot['quantile']} upper bound of R, {_p(upper)}, is over the limit "
-            f"{_limit(o.max_case_regression)}{boot['drift']}."
+            f"{boot['quantile']} upper bound of R, {pct(upper)}, is over the limit "
+            f"{percent(o.max_case_regression)}{boot['drift']}."
         )
     else:
         rule = "keep"
         qualifier = ""
         if lower is not None:
             qualifier = (
-                f"; the bootstrap's {boot['alpha']} lower bound of I, {_p(lower)}, clears "
+                f"; the bootstrap's {boot['alpha']} lower bound of I, {pct(lower)}, clears "
                 f"the noise floor and its {boot['quantile']} upper bound of R, "
-                f"{_p(upper)}, stays within the limit{boot['drift']}"
+                f"{pct(upper)}, stays within the limit{boot['drift']}"
             )
         elif d.evidence == "medians":
             qualifier = " (medians only: no raw samples to test it against noise)"
@@ -191,7 +184,15 @@ def _bootstrap_words(stats: dict[str, Any]) -> dict[str, str]:
     quantile = stats.get("regression_quantile")
     sigma = stats.get("drift_sigma")
     pairs = stats.get("drift_pairs")
-    if stats.get("drift_estimated"):
+    if stats.get("sides") == "reference":
+        drift = " (no drift widened it: both sides were measured in one session)"
+    elif stats.get("sides") == "different-sessions" and not stats.get("drift_estimated"):
+        drift = (
+            f" (the sides come from different sessions: the assumed drift sigma "
+            f"{sigma * 100:.2f}% widened it; {_aa_pairs(pairs or 0)} usable, "
+            f"{MIN_DRIFT_PAIRS} needed to estimate it)"
+        )
+    elif stats.get("drift_estimated"):
         drift = f" (drift sigma {sigma * 100:.2f}% from {_aa_pairs(pairs)} widened it)"
     elif stats:
         drift = (
@@ -274,11 +275,11 @@ def noise_summary(events: Iterable[Event]) -> NoiseSummary:
         worst = max(spread) if spread else None
         sentence = (
             f"{_aa_pairs(len(pairs))}: the same kernel measured twice differed by up to "
-            f"{_limit(worst) if worst is not None else '—'} in I"
+            f"{percent(worst) if worst is not None else '—'} in I"
         )
         if floor is not None and worst is not None:
             sentence += (
-                f", {'within' if worst < floor else 'beyond'} the noise floor {_limit(floor)}"
+                f", {'within' if worst < floor else 'beyond'} the noise floor {percent(floor)}"
             )
         sentence += "."
     else:
@@ -287,7 +288,7 @@ def noise_summary(events: Iterable[Event]) -> NoiseSummary:
             "only the noise within each session's samples is accounted for."
         )
     if floor is not None:
-        sentence += f" Decisions treat |I| below {_limit(floor)} as noise."
+        sentence += f" Decisions treat |I| below {percent(floor)} as noise."
     return NoiseSummary(
         noise_floor=floor,
         min_relative_improvement=objective.min_relative_improvement if objective else None,

@@ -70,6 +70,7 @@ class RoundRow(NamedTuple):
     mechanism_confirmed: bool | None = None
     flags: str | None = None
     start_signals: str | None = None
+    session_id: str | None = None  # the session the candidate was measured in (0010)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,7 @@ class _Pending:
 
     submitted: RoundSubmitted | None = None
     validation_status: str | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +296,16 @@ _make_view = _maker(RunView)
 class _Working:
     """One run's projection while a batch of its events is folded."""
 
-    __slots__ = ("base", "cases", "profiles", "rounds", "run", "submitted", "validation_status")
+    __slots__ = (
+        "base",
+        "cases",
+        "profiles",
+        "rounds",
+        "run",
+        "session_id",
+        "submitted",
+        "validation_status",
+    )
 
     def __init__(self, view: RunView) -> None:
         self.base = view
@@ -304,6 +315,7 @@ class _Working:
         self.profiles: list[ProfileRow] = []
         self.submitted = view.pending.submitted
         self.validation_status = view.pending.validation_status
+        self.session_id = view.pending.session_id
 
     def rebase(self, view: RunView) -> None:
         """Continue from `view`, which `self.view()` just built (the working copy's run,
@@ -318,8 +330,9 @@ class _Working:
         if (
             self.submitted is not pending.submitted
             or self.validation_status != pending.validation_status
+            or self.session_id != pending.session_id
         ):
-            pending = _Pending(self.submitted, self.validation_status)
+            pending = _Pending(self.submitted, self.validation_status, self.session_id)
         return _make_view(
             (
                 _make_run(self.run.values()),
@@ -340,6 +353,8 @@ def _validation(work: _Working, version: int, at: str, event: ValidationLinked) 
 
 
 def _measured(work: _Working, version: int, at: str, event: MeasurementsRecorded) -> None:
+    if event.role == "candidate":
+        work.session_id = (event.session or {}).get("id")
     if event.role == "baseline":
         medians = {m.case_id: m.median_us for m in event.measurements}
         work.cases = tuple(
@@ -351,7 +366,7 @@ def _measured(work: _Working, version: int, at: str, event: MeasurementsRecorded
 
 
 def _submitted(work: _Working, version: int, at: str, event: RoundSubmitted) -> None:
-    work.submitted, work.validation_status = event, None
+    work.submitted, work.validation_status, work.session_id = event, None, None
 
 
 def _profiled(work: _Working, version: int, at: str, event: ProfileRecorded) -> None:
@@ -450,10 +465,11 @@ def _decided(work: _Working, version: int, at: str, event: RoundDecided) -> None
                 event.mechanism_check.confirmed if event.mechanism_check else None,
                 _round_flags(event.flags, run["concluded_at"]),
                 signals_text(start.signals) if start else None,
+                work.session_id,
             )
         )
     )
-    work.submitted, work.validation_status = None, None
+    work.submitted, work.validation_status, work.session_id = None, None, None
 
 
 def _mechanism(event: RoundDecided, submitted: RoundSubmitted) -> str | None:

@@ -481,6 +481,12 @@ class SessionIn(_Open):
     started_at: Text | None = described(None, "When the session started (RFC 3339 UTC).")
 
 
+def _session_id(value: Any) -> Any:
+    """A session named by its id alone (`"session": "aa-1"`, as the H200 campaign's A/A files
+    write it) reads as `{"id": "aa-1"}`."""
+    return {"id": value} if isinstance(value, str) else value
+
+
 def check_measurements(
     rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
 ) -> dict[str, MeasurementIn]:
@@ -976,11 +982,12 @@ class NoiseFile(_Open):
     measurements: list[MeasurementIn] = described(
         meaning="One row per planned case, as in the baseline."
     )
-    session: SessionIn | None = described(
+    session: Annotated[SessionIn, BeforeValidator(_session_id)] | None = Field(
         None,
-        "Where and when the remeasure was taken (id, device, host, started_at), recorded "
-        "with it; measure each remeasure in a session of its own, as the drift it estimates "
-        "is between sessions.",
+        description="Where and when the remeasure was taken (id, device, host, started_at), "
+        "or its id alone, recorded with it; measure each remeasure in a session of its own, "
+        "as the drift it estimates is between sessions.",
+        json_schema_extra=lambda schema: schema["anyOf"].insert(1, {"type": "string"}),
     )
 
 

@@ -20,7 +20,7 @@ from ledger.files import StagedOutput, check_output, same_bytes, write_failure
 from ledger.inputs.models import manifest_run_id
 from ledger.integrity.hashing import sha256_hex
 from ledger.services.service import LedgerService
-from ledger.text import display
+from ledger.text import display, pct
 
 ANALYSIS_SCHEMA_VERSION = 1
 OUTPUT_NAMES = ("analysis.json", "report.md", "manifest.json")
@@ -159,29 +159,15 @@ def analysis_document(view: RunView, plan: RunPlanned, *, last_event_hash: str) 
         "kept_rounds": [r.round for r in view.rounds if r.decision == "KEEP"],
         "round_count": run.rounds_recorded,
         "needs_diagnosis": run.needs_diagnosis,
-        "cases": [
-            {
-                "case_id": c.case_id,
-                "weight": c.weight,
-                "baseline_median_us": c.baseline_median_us,
-                "best_median_us": c.best_median_us,
-            }
-            for c in view.cases
-        ],
-        "rounds": [_round(r) for r in view.rounds],
+        "cases": [_row(c, "run_id", "position") for c in view.cases],
+        "rounds": [_row(r, "run_id", "op_name", "soc") for r in view.rounds],
         "ledger": {"events": run.stream_version, "last_event_hash": last_event_hash},
     }
 
 
-def _round(row) -> dict[str, Any]:
-    data = as_dict(row)
-    for key in ("run_id", "op_name", "soc"):
-        data.pop(key)
-    return data
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
+def _row(row: Any, *left_out: str) -> dict[str, Any]:
+    """A projection row as analysis.json gives it: its columns, but what the run says."""
+    return {key: value for key, value in as_dict(row).items() if key not in left_out}
 
 
 def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | None = None) -> str:
@@ -192,8 +178,8 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
         f"# {analysis['op_name']}: run {analysis['run_id']}",
         "",
         f"- Conclusion: **{analysis['status']}**",
-        f"- Improvement vs original: **{_pct(analysis['relative_improvement_vs_original'])}** "
-        f"(target {_pct(analysis['target_relative_improvement'])}, "
+        f"- Improvement vs original: **{pct(analysis['relative_improvement_vs_original'])}** "
+        f"(target {pct(analysis['target_relative_improvement'])}, "
         f"{'met' if analysis['target_met'] else 'not met'})",
         f"- Best kernel: `{best['sha256']}` from round {best['round']} ({best['path']})",
         f"- Rounds: {analysis['round_count']}, kept: {analysis['kept_rounds'] or 'none'}",
@@ -209,7 +195,7 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
         change = (base - best_us) / base if base else None
         lines.append(
             f"| {case['case_id']} | {case['weight']:g} | {base:.3f} | {best_us:.3f} | "
-            f"{_pct(change)} |"
+            f"{pct(change)} |"
         )
     lines += [
         "",
@@ -220,8 +206,8 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
     ]
     for r in analysis["rounds"]:
         lines.append(
-            f"| {r['round']} | {r['decision']} | {_pct(r['relative_improvement'])} | "
-            f"{_pct(r['worst_case_regression'])} | {_pct(r['cumulative_improvement'])} | "
+            f"| {r['round']} | {r['decision']} | {pct(r['relative_improvement'])} | "
+            f"{pct(r['worst_case_regression'])} | {pct(r['cumulative_improvement'])} | "
             f"{_cell(r['change'])} | {_cell(r['hypothesis'])} |"
         )
     if explanations:

@@ -59,6 +59,7 @@ from typing import Any
 
 from ledger.core import projections
 from ledger.core.controller import conclusion_event
+from ledger.core.decide import CONTROLLER_CONTRACT
 from ledger.core.events import Event, RoundDecided, RoundSubmitted, RunPlanned, RunReopened
 from ledger.core.evidence import RunEvidence
 from ledger.core.projections import RunView
@@ -85,10 +86,6 @@ from ledger.services.building import (
 from ledger.store import audit_store
 from ledger.store.eventstore import ZERO_HASH, Store, StoredEvent, sealed_row
 
-CONTROLLER_CONTRACT = 1
-"""The contract version a folder's rounds and conclusion are imported under: version 1 is
-SPEC 3 as the JSON-file controller applies it (it knows no sessions or references), so an
-import records what the controller decided, byte for byte, whatever version is newest."""
 CONFIG = "optimization-config.json"
 STATE = "state.json"
 ROUNDS = "rounds.json"

@@ -232,10 +232,15 @@ class Queries(Session):
                 }
             )
         weights = [c.weight for c in view.cases]
+        sessions = [(evidence.measured[n].session or {}).get("id") for n in (first, second)]
         return {
             "run_id": run_id,
             "round_a": first,
             "round_b": second,
+            # the session each side's medians were measured in (null: not named), and the
+            # rounds decided on a same-session reference rather than on these medians
+            "sessions": sessions,
+            "decided_on_reference": [n for n in (first, second) if n in evidence.references],
             "cases": cases,
             "relative_improvement": decide.weighted_improvement(
                 weights, [c["a_median_us"] for c in cases], [c["b_median_us"] for c in cases]

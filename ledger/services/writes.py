@@ -188,6 +188,7 @@ class Writes(Session):
         dry_run: bool = False,
         strict: bool = False,
         vocabulary: bool = True,
+        contract: int | None = None,
     ) -> RecordResult:
         """Record one round: validate it against the run's state, decide, append. Relative
         paths in the round result resolve against `base_dir` (default: the working
@@ -197,7 +198,8 @@ class Writes(Session):
         anyway (as the JSON-file controller does): then RunReopened goes before the round,
         in the same append, so a refused round leaves the run concluded. `check`, a caller's
         own rule, sees the events about to be appended and raises to refuse them. Without
-        `vocabulary` the decision records no mechanism entry (`round.round_events`). With
+        `vocabulary` the decision records no mechanism entry (`round.round_events`);
+        `contract` names the contract version to decide under (None: the newest). With
         `dry_run`, check and decide but write nothing; with `strict`, a near-miss key refuses
         the round result."""
         base = base_folder(base_dir)
@@ -217,7 +219,7 @@ class Writes(Session):
         if refused:
             raise InputError(refused[0].message)
         candidate, evidence, validation, outcome, blobs = self._round_outcome(
-            view, doc, result, result_path, base, vocabulary
+            view, doc, result, result_path, base, vocabulary, contract
         )
         check_expected_signal(result, evidence, [run.best_kernel_sha256, candidate.ref.sha256])
         items += outcome.events
@@ -306,6 +308,7 @@ class Writes(Session):
         result_path: Path,
         base: Path,
         vocabulary: bool = True,
+        contract: int | None = None,
     ) -> tuple[Any, RunEvidence, ValidationLinked, Any, list[bytes]]:
         """An admitted round's candidate, the evidence its decision read, its validation,
         its events (`round_events`) and the raw files they cite: what `record` appends and
@@ -341,6 +344,7 @@ class Writes(Session):
             vocabulary=vocabulary,
             reference=reference,
             session=None if result.session is None else result.session.model_dump(mode="json"),
+            contract=contract,
         )
         return candidate, evidence, validation, outcome, blobs
 
@@ -594,21 +598,24 @@ class Writes(Session):
 
     # --- conclude --------------------------------------------------------------------------
 
-    def conclude(self, run_id: str, view: RunView | None = None) -> RunView:
+    def conclude(
+        self, run_id: str, view: RunView | None = None, contract: int | None = None
+    ) -> RunView:
         """Conclude the run once; a concluded run is returned as it is. `view`, when given,
-        is the run's full view as the caller read it (a writer in between is a conflict)."""
+        is the run's full view as the caller read it (a writer in between is a conflict);
+        `contract` names the contract version to conclude under (None: the newest)."""
         view = view or self.full_view(run_id)
         if view.concluded:
             return view
-        after, _ = self.append(run_id, view, [conclusion_event(view)], [])
+        after, _ = self.append(run_id, view, [conclusion_event(view, contract)], [])
         return projections.RunView(run=after.run, cases=after.cases, rounds=view.rounds)
 
     @staticmethod
-    def conclusion_preview(view: RunView) -> RunView:
+    def conclusion_preview(view: RunView, contract: int | None = None) -> RunView:
         """The view `conclude` would give a run in this state, with nothing appended."""
         if view.concluded:
             return view
-        event = conclusion_event(view)  # at the run's last time: the clock is not consulted
+        event = conclusion_event(view, contract)  # at the run's last time: no clock read
         after = projections.apply(view, view.run.stream_version + 1, view.run.updated_at, event)
         return projections.RunView(run=after.run, cases=after.cases, rounds=view.rounds)
 

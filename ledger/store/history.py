@@ -59,6 +59,7 @@ class RoundFilter:
     mechanism: str | None = None
     search: str | None = None
     actor: str | None = None  # the decision's db_role, os_user or label, exactly
+    session: str | None = None  # the candidate's measurement session id
     since: str | None = None
     until: str | None = None
     limit: int | None = None
@@ -160,6 +161,7 @@ _ROUND_FILTERS = (
         lambda v: rounds.c.hypothesis.ilike(v, escape="\\") | rounds.c.change.ilike(v, escape="\\"),
     ),
     ("actor", _recorded_by),
+    ("session", lambda v: rounds.c.session_id == v),
 )
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection, inspect, text
 
-HEAD_REVISION = "0009"
-KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
+HEAD_REVISION = "0010"
+KNOWN_REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 

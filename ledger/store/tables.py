@@ -140,6 +140,7 @@ rounds = Table(
     Column("mechanism_confirmed", Boolean(create_constraint=False)),
     Column("flags", Text),
     Column("start_signals", Text),
+    Column("session_id", String(256)),  # the candidate's measurement session: 0010
     # history's filters; each ends with the query's order, (recorded_at, run_id, round): 0006
     Index(None, "op_name", "recorded_at", "run_id", "round"),
     Index(None, "op_name", "decision", "recorded_at", "run_id", "round"),
@@ -152,6 +153,8 @@ rounds = Table(
     Index(None, "soc", "decision", "recorded_at", "run_id", "round"),
     Index(None, "mechanism", "decision", "recorded_at", "run_id", "round"),
     Index(None, "bottleneck", "decision", "recorded_at", "run_id", "round"),
+    # history --session: 0010
+    Index(None, "session_id", "recorded_at", "run_id", "round"),
 )
 
 profiles = Table(

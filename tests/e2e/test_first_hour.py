@@ -259,7 +259,7 @@ def test_commands_md_has_a_section_for_every_declared_command(skill):
 def test_the_measurements_file_declares_its_session(cli, monkeypatch, tmp_path):
     template = cli("template", "measurements", db=False).stdout
     assert (
-        '  // optional "session": (object, default null) Where and when the remeasure' in template
+        '  // optional "session": (object or string, default null) Where and when the' in template
     )
     schema = cli("schema", "measurements", "--json", db=False).json()["schema"]
     assert "session" in schema["properties"]
@@ -276,14 +276,22 @@ def test_the_measurements_file_declares_its_session(cli, monkeypatch, tmp_path):
     doc["session"] = doc.pop("sesion")
     aa.write_text(json.dumps(doc))
     assert cli("noise", "--run", RUN, "--measurements", aa, "--strict").exit_code == 0
+    assert last_remeasure_session(cli.db_url)["id"] == "s-2"
+    doc["session"] = "aa-2"  # an id alone, as the H200 campaign's A/A files write it
+    aa.write_text(json.dumps(doc))
+    assert cli("noise", "--run", RUN, "--measurements", aa, "--strict").exit_code == 0
+    assert last_remeasure_session(cli.db_url)["id"] == "aa-2"
+    assert cli("verify").exit_code == 0
+
+
+def last_remeasure_session(db_url: str) -> dict:
     from ledger.store.eventstore import Store
 
-    store = Store(cli.db_url)
+    store = Store(db_url)
     with store.transaction() as conn:
         stream = store.read_stream(conn, RUN, types=("NoiseMeasured",))
     store.close()
-    assert stream[-1].payload_value()["session"]["id"] == "s-2"
-    assert cli("verify").exit_code == 0
+    return stream[-1].payload_value()["session"]
 
 
 # --- 8. one channel with --json -----------------------------------------------------------

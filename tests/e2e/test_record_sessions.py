@@ -91,7 +91,35 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
     assert "  session:    s-round-2 (device GPU-1)\n" in text
     assert "the parent kernel, measured beside the candidate in its session" in text
     assert "reference µs" in text
+    assert "(no drift widened it: both sides were measured in one session)" in text
     assert "reference" not in cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
+    # round 1's sides came from different sessions and the run has no A/A pairs: it says
+    # the assumed drift widened it, not that nothing did
+    text = cli("show", "--run", campaign.run_id, "--round", "1").stdout
+    assert (
+        "(the sides come from different sessions: the assumed drift sigma 2.00% widened it; "
+        "0 A/A pairs usable, 5 needed to estimate it)"
+    ) in text
+    # history finds a round by the session its candidate was measured in
+    found = cli("history", "--session", "s-round-2", "--json").json()
+    assert [(r["run_id"], r["round"], r["session_id"]) for r in found["rounds"]] == [
+        (campaign.run_id, 2, "s-round-2")
+    ]
+    assert cli("history", "--session", "s-other", "--json").json()["count"] == 0
+    # compare says its medians come from two sessions and which round a reference decided
+    compared = cli("compare", "--run", campaign.run_id, "--round", "1", "--round", "2")
+    assert compared.exit_code == 0
+    assert compared.stdout.endswith(
+        "note: these are the medians each round recorded, in two sessions (s-round-1, "
+        "s-round-2); no drift between them is accounted for\n"
+        f"note: round 2 was decided against its parent measured in its own session "
+        f"(kernel-ledger show --run {campaign.run_id} --round 2)\n"
+    )
+    body = cli("compare", "--run", campaign.run_id, "--round", "1", "--round", "2", "--json")
+    assert body.json()["sessions"] == ["s-round-1", "s-round-2"]
+    assert body.json()["decided_on_reference"] == [2]
+    listed = cli("history", "--run", campaign.run_id).stdout
+    assert "session" in listed.splitlines()[0] and "s-round-1" in listed
 
 
 def test_a_reference_of_another_kernel_is_refused(cli, campaign):
@@ -327,6 +355,11 @@ def test_a_reference_keep_recorded_under_contract_1_replays_unchained(cli, tmp_p
     assert (status["run"]["conclusion"], status["run"]["target_met"]) == ("inconclusive", False)
     assert 0.079 < status["run"]["cumulative_improvement"] < 0.081
     assert status["baseline_comparison"] is None
+    # made before 0010: the upgrade filled the round's session from its stored events
+    assert before("db", "upgrade").exit_code == 0
+    found = before("history", "--session", "s-1", "--json").json()["rounds"]
+    assert [(r["round"], r["session_id"]) for r in found] == [(1, "s-1")]
+    assert before("verify").exit_code == 0
 
     assert cli("plan", "--config", fixture / "config.json").exit_code == 0
     now = cli("record", "--run", "softmax-demo-001", "--result", fixture / "round-1.json", "--json")

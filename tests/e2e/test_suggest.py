@@ -203,6 +203,33 @@ def test_suggest_lists_every_failure_of_a_similar_run(cli, tmp_path):
     assert "  split-reduction: failed validation 1 and discarded 0 times in 1 similar run" in text
 
 
+SCALAR_BOUND = {"task_duration_us": 4000.0, "aiv_scalar_ratio": 0.9}
+
+
+def test_a_failure_signature_takes_every_round_of_a_similar_run(cli, tmp_path):
+    """A matmul run resembles the softmax run by its starting profile only; its second round
+    started from a kernel profiled as scalar-bound, unlike anything of the softmax run, and
+    was discarded. The run is similar, so that round is among the failure signatures, with
+    its own (low) similarity."""
+    other = Campaign(tmp_path / "matmul-a-001", run_id="matmul-a-001")
+    other.cases = [("fp16-512x512x512", 1.0), ("bf16-256x256x1024", 1.0), ("fp32-64x64x64", 1.0)]
+    assert cli("plan", "--config", other.config(op_name="matmul"), "--json").exit_code == 0
+    base = write_json(other.root / "base.json", MEMORY_BOUND)
+    assert cli("profile", base, "--run", "matmul-a-001", "--baseline", "--json").exit_code == 0
+    assert record_round(cli, other, KEEP, change="BLOCK_M=64 -> 128") == "KEEP"
+    scalar = write_json(other.root / "r1.json", SCALAR_BOUND)
+    done = cli("profile", scalar, "--run", "matmul-a-001", "--round", 1, "--json")
+    assert done.exit_code == 0, done.stderr
+    assert record_round(cli, other, DISCARD, change="NUM_WARPS=4 -> 8") == "DISCARD"
+    _run(cli, tmp_path, "softmax-a-001", [])
+    body = cli("suggest", "--run", "softmax-a-001", "--json").json()
+    assert [r["run_id"] for r in body["similar_runs"]] == ["matmul-a-001"]
+    warps = next(s for s in body["failure_signatures"] if s["entry"] == "warps-per-program")
+    (behind,) = warps["rounds"]
+    assert (behind["run_id"], behind["round"], behind["decision"]) == ("matmul-a-001", 2, "DISCARD")
+    assert behind["similarity"] < 0.25 <= body["similar_runs"][0]["similarity"]
+
+
 def test_old_ledgers_read_with_entries(tmp_path, monkeypatch):
     """Decisions recorded before the vocabulary hold no entry; readers classify them from
     the rounds row, so `history --mechanism ENTRY` and `suggest` see them too."""

@@ -108,6 +108,7 @@ def test_history_filters_are_served_by_an_index(sqlite_url: str):
         RoundFilter(op_name="gelu", since="2025-01-01T00:00:00Z", until="2025-01-02T00:00:00Z"),
         RoundFilter(decision="KEEP", since="2025-01-01T00:00:00Z", until="2025-01-02T00:00:00Z"),
         RoundFilter(op_name="softmax", actor="nobody"),
+        RoundFilter(session="s-0000001", limit=50),
     ]
     with store.transaction() as conn:
         for f in filters:

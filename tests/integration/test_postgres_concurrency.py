@@ -221,4 +221,5 @@ def test_eight_writers_two_readers(pg_url: str, tmp_path: Path):
     report = verify_ledger(store)
     store.close()
     assert report.ok, report.as_dict()
-    assert elapsed < 90, f"took {elapsed:.1f} s"
+    # only "no hang": on 2 loaded cores it has taken 90 s; speed is the benchmarks' business
+    assert elapsed < 600, f"took {elapsed:.1f} s"
