@@ -29,6 +29,7 @@ def _filters(sample_run: str, middle: str) -> list[tuple[str, RoundFilter]]:
         RoundFilter(soc="Ascend310P3", decision="FAIL", limit=50),
         RoundFilter(op_name="gelu", since=since, until=until),
         RoundFilter(decision="KEEP", since=since, until=until),
+        RoundFilter(op_name="softmax", actor="nobody"),  # no decision recorded by them
     ]
     return [(_label(f), f) for f in filters]
 
@@ -43,6 +44,7 @@ def _label(f: RoundFilter) -> str:
         ("decision", f.decision),
         ("bottleneck", f.bottleneck),
         ("mechanism", f.mechanism),
+        ("actor", f.actor),
         ("limit", f.limit),
     ):
         if value is not None:

@@ -107,6 +107,7 @@ def test_history_filters_are_served_by_an_index(sqlite_url: str):
         RoundFilter(soc="Ascend910B2", limit=50),
         RoundFilter(op_name="gelu", since="2025-01-01T00:00:00Z", until="2025-01-02T00:00:00Z"),
         RoundFilter(decision="KEEP", since="2025-01-01T00:00:00Z", until="2025-01-02T00:00:00Z"),
+        RoundFilter(op_name="softmax", actor="nobody"),
         RoundFilter(session="s-0000001", limit=50),
     ]
     with store.transaction() as conn:
@@ -118,6 +119,8 @@ def test_history_filters_are_served_by_an_index(sqlite_url: str):
             assert "SEARCH rounds USING" in plan and "SCAN rounds" not in plan, (f, plan)
             if f.run_id is None:  # a run's ~20 rounds come by its key and are sorted
                 assert "TEMP B-TREE" not in plan, (f, plan)
+            if f.actor is not None:  # each decision's actor from the index that holds it
+                assert "ix_events_stream_id_event_type_recorded_at_actor (stream_id=?" in plan
             if f.decision is not None and f.since is None:  # both equalities from the index
                 assert "decision=?" in plan and plan.count("=?") == 2, (f, plan)
     store.close()
