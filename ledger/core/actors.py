@@ -17,6 +17,7 @@ none at all, and hashes as it always did.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -62,6 +63,7 @@ def parsed(text: str | None) -> dict[str, str] | None:
     return None if text is None else json.loads(text)
 
 
+@functools.lru_cache(maxsize=256)  # pure; a ledger has few actors and verify asks per event
 def stored_problem(text: str) -> str | None:
     """Why a stored actor text is not one this ledger writes, or None: canonical JSON of an
     object of the known fields, each a valid string."""

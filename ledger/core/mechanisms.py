@@ -12,6 +12,7 @@ docs/mechanisms.md lists the entries.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -39,7 +40,10 @@ class Entry:
         return tuple(p for _, p in self.versioned)
 
     def matches(self, text: str, version: int = VERSION) -> bool:
-        return any(v <= version and re.search(p, text) for v, p in self.versioned)
+        return any(v <= version and _pattern(p).search(text) for v, p in self.versioned)
+
+
+_pattern = functools.cache(re.compile)  # each phrase compiled once, not looked up per round
 
 
 def since(version: int, phrase: str) -> tuple[int, str]:
@@ -261,6 +265,7 @@ class Classified:
     source: str | None  # "mechanism" or "change": which text named it (None: neither)
 
 
+@functools.lru_cache(maxsize=4096)  # pure; verify classifies every round again
 def classify(mechanism: str | None, change: str | None, version: int = VERSION) -> Classified:
     """The entry a round's free-text `mechanism` names, else the one its `change` names,
     else `other`, under vocabulary `version` (default: the newest).
