@@ -162,3 +162,42 @@ def test_golden_legacy_imports_keep_their_hashes(db_url: str) -> None:
         expected["tree_size"],
         expected["tree_root"],
     )
+
+
+class _OtherCpu:
+    """numpy as another CPU runs it: `std` summed in another order (another SIMD width)
+    lands `ulps` units in the last place away; `scale` moves it for real."""
+
+    def __init__(self, real, *, ulps: int = 0, scale: float = 1.0) -> None:
+        self._real, self._ulps, self._scale = real, ulps, scale
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def std(self, *args, **kwargs):
+        value = float(self._real.std(*args, **kwargs)) * self._scale
+        for _ in range(self._ulps):
+            value = self._real.nextafter(value, self._real.inf)
+        return value
+
+
+def test_golden_ledger_verifies_on_a_cpu_that_sums_in_another_order(golden, monkeypatch):
+    """Recorded on one machine, verified on another: numpy's reductions sum in an order that
+    depends on the CPU, and an AMD EPYC without AVX-512 re-derived the golden ledger's
+    improvement spreads one unit in the last place away. Such figures count as equal; a
+    figure that really moved does not."""
+    import numpy
+
+    from ledger.core import stats
+
+    cli = _upgraded(golden)
+    monkeypatch.setattr(stats, "np", _OtherCpu(numpy, ulps=3))
+    result = cli("verify", "--json")
+    assert result.exit_code == 0, result.stdout
+    assert result.json()["warnings"] == []
+    monkeypatch.setattr(stats, "np", _OtherCpu(numpy, scale=1.0001))
+    moved = cli("verify", "--json")
+    assert moved.exit_code == 1
+    assert moved.json()["first_failure"]["reason"].endswith(
+        "recorded statistics differ from a re-derivation"
+    )
