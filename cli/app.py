@@ -219,6 +219,15 @@ def global_options_first(args: list[str]) -> list[str]:
     return args[:start] + moved + kept
 
 
+def _options_hint(exc: Exception) -> str:
+    """For an unknown option that resembles none of the command's: the options it has."""
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ != "NoSuchOption" or getattr(exc, "possibilities", None) or ctx is None:
+        return ""
+    names = [n for p in ctx.command.params for n in p.opts if n.startswith("--")]
+    return f" (the options of {ctx.command_path}: {', '.join(names)}; see --help)" if names else ""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never let a traceback reach the user."""
     from ledger.errors import LedgerError
@@ -232,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             sys.stdout.write(exc.ctx.get_help() + "\n")
             sys.exit(2)
-        error(exc.format_message(), 2, as_json=as_json)
+        error(exc.format_message() + _options_hint(exc), 2, as_json=as_json)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         error("interrupted", 130, as_json=as_json)

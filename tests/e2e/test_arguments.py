@@ -154,3 +154,31 @@ def test_tool_errors_name_arguments_where_the_command_line_names_flags(cli, db_u
             assert "--" not in text
     finally:
         env.close()
+
+
+def test_a_blank_text_is_refused_on_both_front_ends(cli):
+    """`history --actor ""` matched nothing, silently; a blank text names nothing, so every
+    text option refuses it, on the command line and over MCP alike."""
+    for flag, field, metavar in [("--actor", "actor", "NAME"), ("--search", "search", "TEXT")]:
+        result = cli("history", flag, "  ", "--json")
+        assert result.exit_code == 2
+        assert result.json()["error"] == f"{flag} needs a {metavar}, not a blank"
+        is_error, doc, text = call_tool(NeverOpened(), "history", {field: ""})
+        assert is_error and doc["exit_code"] == 2
+        assert text == f"Error: argument '{field}' needs a {metavar}, not a blank"
+
+
+def test_an_unknown_option_like_none_lists_the_commands_options(cli):
+    """click suggests an option only when one resembles the typo; otherwise the answer names
+    the command's options, so an agent need not guess (`--output` for `--html`)."""
+    far = cli("report", "--output", "x.html")
+    assert far.exit_code == 2
+    assert far.stderr.strip() == (
+        "Error: No such option: --output (the options of kernel-ledger report: "
+        "--run, --html, --force, --json; see --help)"
+    )
+    near = cli("report", "--rn", "x", "--json")
+    assert (near.exit_code, near.json()["error"]) == (
+        2,
+        "No such option: --rn (Possible options: --json, --run)",
+    )

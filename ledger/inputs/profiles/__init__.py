@@ -23,8 +23,8 @@ Every rejection is an `InputError` whose one-line message names the file and the
 ('signals-json', 12.5)
 """
 
+from ledger.inputs.profiles.catalog import FORMAT_LIST
 from ledger.inputs.profiles.common import (
-    FORMATS,
     MAX_FILE_BYTES,
     ParsedProfile,
     ShapeProfile,
@@ -35,6 +35,9 @@ from ledger.inputs.profiles.msprof import merge_launches, parse_msprof_op
 from ledger.inputs.profiles.ncu import parse_ncu_csv
 from ledger.inputs.profiles.op_summary import parse_kernel_details, parse_op_summary
 from ledger.inputs.profiles.signals_json import parse_signals_json
+
+FORMATS = tuple(f.name for f in FORMAT_LIST)
+"""The name of every profile format (each declared in its reader's module)."""
 
 __all__ = [
     "FORMATS",

@@ -14,7 +14,6 @@ from ledger.errors import InputError
 from ledger.files import DEFAULT_MAX_INPUT_BYTES
 from ledger.inputs.jsonio import plural
 
-FORMATS = ("msprof-op", "op-summary", "kernel-details", "ncu-csv", "signals-json")
 MAX_FILE_BYTES = DEFAULT_MAX_INPUT_BYTES
 """Largest raw profile file accepted by default (64 MiB); like every other input file,
 `KERNEL_LEDGER_MAX_INPUT_BYTES` overrides it (`files.max_input_bytes`)."""
@@ -60,6 +59,52 @@ class ShapeProfile:
     launches: int
     total_us: float
     signals: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """A profile format, declared once in its reader's module: what the catalog tells agents
+    (ledger/inputs/profiles/catalog.py) and how the loader recognises and reads a file of it."""
+
+    name: str  # as ProfileRecorded.format records it
+    platform: str  # "gpu", "ascend" or "any"
+    what: str  # the file it reads
+    named: tuple[str, ...]  # the signals its reader maps known columns or metrics to
+    others: str  # what becomes of every other column or metric
+    read: Callable[[str, str | None, str, str | None], ParsedProfile]
+    # (text, kernel name, the file's name as shown, --shape) -> the profile
+    header: Callable[[set[str]], bool] | None = None  # a CSV format: is this its header row
+    # (the row's lower-cased cells)? Headers of two formats must not both match a row.
+    units: dict[str, str] = field(default_factory=dict)  # a named signal's unit, where known
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # metrics or columns
+
+
+def signal_sources(table) -> dict[str, tuple[str, ...]]:
+    """Each signal of a reader's table with the metrics or column headings it reads it from
+    (lower-cased, as the reader matches them)."""
+    out: dict[str, list[str]] = {}
+    for key, value in table.items():
+        out.setdefault(value[0] if isinstance(value, tuple) else value, []).append(key)
+    return {name: tuple(keys) for name, keys in out.items()}
+
+
+def signal_names(*groups) -> tuple[str, ...]:
+    return tuple(sorted({name for group in groups for name in group}))
+
+
+def one_shape(fmt: str, display: str, shape: str | None) -> None:
+    """Refuse --shape for a format whose file holds one shape."""
+    if shape is not None:
+        raise InputError(f"{display}: a {fmt} profile holds one shape; --shape does not apply")
+
+
+OTHER_HEADINGS = (
+    "every other numeric column under its heading, lower-cased, non-alphanumerics as `_`, "
+    "the unit as a suffix (`_us`, `_kb`, `_bytes`, `_gbps`, `_mhz`; a `%` column as a "
+    "fraction without suffix): the pipe columns give `aic_*`/`aiv_*` ratios and times such "
+    "as `aiv_vec_ratio`, `aiv_scalar_ratio`, `aiv_mte2_ratio`, `aiv_time_us`"
+)
+"""What the Ascend readers make of a column they do not name."""
 
 
 _NA_TOKENS = frozenset({"", "na", "n/a", "nan", "none", "null", "-", "--", "inf", "-inf"})
@@ -322,26 +367,6 @@ def _pick_shape(
     ]
 
 
-def _header_kind(cells: set[str]) -> str | None:
-    """The format whose header row these (lower-cased) cells are, if any."""
-    if "kernel name" in cells and ({"id", "metric name"} & cells or len(cells) > 2):
-        return "ncu-csv"
-    if "name" in cells and "duration(us)" in cells:
-        return "kernel-details"
-    if "op name" in cells and cells & {
-        "task id",
-        "stream id",
-        "model id",
-        "task type",
-        "task start time(us)",
-        "op state",
-    }:
-        return "op-summary"
-    if "op name" in cells and "task duration(us)" in cells:
-        return "msprof-op"
-    return None
-
-
 def _line_cells(line: str) -> list[str]:
     try:
         record = next(csv.reader([line]), [])
@@ -350,8 +375,11 @@ def _line_cells(line: str) -> list[str]:
     return [_clean(c) for c in record]
 
 
-def _find_header(text: str, limit: int = _MAX_PREAMBLE_LINES) -> tuple[int, str | None, int]:
-    """(offset of the header line, its format, preamble lines skipped). Lines before the
+def _find_header(
+    text: str, formats: Iterable[Format], limit: int = _MAX_PREAMBLE_LINES
+) -> tuple[int, str | None, int]:
+    """(offset of the header line, the name of the first of `formats` whose header it is,
+    preamble lines skipped). Lines before the
     header that are a tool's own (``==PROF==``, ``==WARNING==``) or the profiled program's
     output (commas and quotes included) are skipped one line at a time, so an unbalanced
     quote there cannot swallow the table."""
@@ -362,9 +390,10 @@ def _find_header(text: str, limit: int = _MAX_PREAMBLE_LINES) -> tuple[int, str 
         stripped = line.replace("\ufeff", "").strip()
         if stripped and not stripped.startswith("=="):
             cells = {c.lower() for c in _line_cells(stripped)} - {""}
-            kind = _header_kind(cells) if len(cells) >= 2 else None
-            if kind is not None:
-                return offset, kind, number
+            if len(cells) >= 2:
+                kind = next((f.name for f in formats if f.header and f.header(cells)), None)
+                if kind is not None:
+                    return offset, kind, number
             if {"block_id", "sub_block_id"} & cells or any(c.startswith("aiv_") for c in cells):
                 return offset, "per-core", number
         offset += len(line)

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from ledger.errors import InputError
 from ledger.files import max_input_bytes, open_input
 from ledger.inputs.jsonio import plural
+from ledger.inputs.profiles.catalog import BY_NAME, FORMAT_LIST
 from ledger.inputs.profiles.common import (
     _MAX_WALK_DEPTH,
     _MAX_WALK_FILES,
@@ -28,9 +29,6 @@ from ledger.inputs.profiles.msprof import (
     merge_launches,
     parse_msprof_op,
 )
-from ledger.inputs.profiles.ncu import parse_ncu_csv
-from ledger.inputs.profiles.op_summary import parse_kernel_details, parse_op_summary
-from ledger.inputs.profiles.signals_json import parse_signals_json
 
 
 def _read(path: Path, display: str) -> tuple[str, SourceFile]:
@@ -70,7 +68,7 @@ def _read(path: Path, display: str) -> tuple[str, SourceFile]:
 def _sniff(text: str, display: str) -> tuple[str, int, int]:
     """The format of a CSV file from its header row, the offset of that row and the number
     of preamble lines before it."""
-    offset, kind, skipped = _find_header(text)
+    offset, kind, skipped = _find_header(text, FORMAT_LIST)
     if kind == "per-core":
         raise InputError(
             f"{display}: is a per-core msprof op table; load its folder, which must hold "
@@ -178,22 +176,6 @@ def _load_msprof_folder(
     )
 
 
-def _parse_file_text(
-    fmt: str, text: str, kernel_name: str | None, display: str, shape: str | None
-) -> ParsedProfile:
-    if fmt == "ncu-csv":
-        return parse_ncu_csv(text, kernel_name=kernel_name, source=display, shape=shape)
-    if fmt == "kernel-details":
-        return parse_kernel_details(text, kernel_name=kernel_name, source=display, shape=shape)
-    if fmt == "op-summary":
-        return parse_op_summary(text, kernel_name=kernel_name, source=display, shape=shape)
-    if shape is not None:
-        raise InputError(f"{display}: a {fmt} profile holds one shape; --shape does not apply")
-    if fmt == "msprof-op":
-        return parse_msprof_op(text, kernel_name=kernel_name, sources={"OpBasicInfo": display})
-    return parse_signals_json(text, source=display)
-
-
 def _load_file(path: Path, kernel_name: str | None, shape: str | None = None) -> ParsedProfile:
     root = path.parent
     if _MSPROF_FILE.match(path.name):
@@ -214,7 +196,7 @@ def _load_file(path: Path, kernel_name: str | None, shape: str | None = None) ->
         fmt, offset, skipped = _sniff(text, display)
     if skipped and fmt != "ncu-csv":  # ncu notes its own preamble
         text = text[offset:]
-    profile = _parse_file_text(fmt, text, kernel_name, display, shape)
+    profile = BY_NAME[fmt].read(text, kernel_name, display, shape)
     if skipped and fmt != "ncu-csv":
         note = f"{display}: skipped {plural(skipped, 'line')} before the header"
         profile = replace(profile, notes=(note, *profile.notes))

@@ -10,7 +10,10 @@ from collections.abc import Mapping, Sequence
 
 from ledger.errors import InputError
 from ledger.inputs.profiles.common import (
+    _ALIASES,
     _NA_TOKENS,
+    OTHER_HEADINGS,
+    Format,
     ParsedProfile,
     _finite_only,
     _joined,
@@ -19,7 +22,11 @@ from ledger.inputs.profiles.common import (
     _select,
     _Table,
     _table,
+    one_shape,
+    signal_names,
+    signal_sources,
 )
+from ledger.inputs.profiles.op_summary import _is_kernel_details_header, _is_op_summary_header
 
 _MSPROF_TABLES = (
     "OpBasicInfo",
@@ -250,3 +257,37 @@ def merge_launches(profiles: Sequence[ParsedProfile], *, what: str = "launches")
         aggregation=f"median over {len(profiles)} {what} of: {first.aggregation}",
         notes=tuple(notes),
     )
+
+
+def _is_header(cells: set[str]) -> bool:
+    return (
+        "op name" in cells
+        and "task duration(us)" in cells
+        and "kernel name" not in cells
+        and not _is_op_summary_header(cells)
+        and not _is_kernel_details_header(cells)
+    )
+
+
+def _read_op_basic_info(text: str, kernel_name: str | None, display: str, shape: str | None):
+    one_shape("msprof-op", display, shape)
+    return parse_msprof_op(text, kernel_name=kernel_name, sources={"OpBasicInfo": display})
+
+
+FORMAT = Format(
+    "msprof-op",
+    "ascend",
+    "an `msprof op` output folder (OpBasicInfo.csv with PipeUtilization, "
+    "ResourceConflictRatio, Memory, ... beside it)",
+    signal_names(
+        _OP_BASIC_SIGNALS.values(),
+        _ALIASES.values(),
+        (f"{p}_{s}" for p in ("aic", "aiv") for s in ("core_count", "time_mean_us")),
+        (f"{p}_time_imbalance" for p in ("aic", "aiv")),
+        ("launch_count",),
+    ),
+    OTHER_HEADINGS,
+    _read_op_basic_info,
+    _is_header,
+    sources=signal_sources(_OP_BASIC_SIGNALS),
+)

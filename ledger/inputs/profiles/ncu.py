@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ledger.errors import InputError
 from ledger.inputs.jsonio import plural
 from ledger.inputs.profiles.common import (
+    Format,
     ParsedProfile,
     ShapeProfile,
     _find_header,
@@ -19,6 +20,8 @@ from ledger.inputs.profiles.common import (
     _sanitize,
     _select,
     _table,
+    signal_names,
+    signal_sources,
 )
 from ledger.inputs.profiles.msprof import merge_launches
 
@@ -250,7 +253,7 @@ def parse_ncu_csv(
     by the median; launches of different sizes, or of one size compiled with different
     registers (two cases' tiles), are shapes of their own (`_pick_shape`)."""
 
-    offset, kind, skipped = _find_header(text)
+    offset, kind, skipped = _find_header(text, (FORMAT,))
     if kind != "ncu-csv":
         raise InputError(f"{source}: no ncu --csv header row (with 'Kernel Name') found")
     table = _table(text[offset:], source)
@@ -389,3 +392,30 @@ def parse_ncu_csv(
 
 def _fmt_count(value: float) -> str:
     return str(int(value)) if value == int(value) else str(value)
+
+
+def _is_header(cells: set[str]) -> bool:
+    return "kernel name" in cells and bool({"id", "metric name"} & cells or len(cells) > 2)
+
+
+_UNITS = {"time": "us", "pct": "fraction", "bytes": "bytes", "rate": "GB/s", "count": "count"}
+"""The unit of each kind of metric this reader knows, as it scales them."""
+
+FORMAT = Format(
+    "ncu-csv",
+    "gpu",
+    "Nsight Compute `--csv` output, long (`--page details` or `--metrics`) or wide (`--page raw`)",
+    signal_names(
+        (signal for signal, _ in _NCU_KNOWN.values()),
+        ("grid_size", "block_size", "dram_bytes"),
+    ),
+    "every other metric under its name, lower-cased, non-alphanumerics as `_`, a `%` as "
+    "a fraction (`pct` in the name becomes `frac`), the unit as a suffix (`_us`, "
+    "`_bytes`, `_gbps`, `_mhz`)",
+    lambda text, kernel_name, display, shape: parse_ncu_csv(
+        text, kernel_name=kernel_name, source=display, shape=shape
+    ),
+    _is_header,
+    {signal: _UNITS[kind] for signal, kind in _NCU_KNOWN.values()},
+    signal_sources(_NCU_KNOWN),
+)

@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from ledger.errors import InputError
 from ledger.inputs.jsonio import plural
 from ledger.inputs.profiles.common import (
+    _ALIASES,
     _NA_TOKENS,
+    OTHER_HEADINGS,
+    Format,
     ParsedProfile,
     ShapeProfile,
     _finite_only,
@@ -20,6 +23,8 @@ from ledger.inputs.profiles.common import (
     _select,
     _Table,
     _table,
+    signal_names,
+    signal_sources,
 )
 
 _TASK_ATTRIBUTES = {
@@ -189,3 +194,55 @@ def parse_kernel_details(
         source,
         shape,
     )
+
+
+_OP_SUMMARY_COLUMNS = {
+    "task id",
+    "stream id",
+    "model id",
+    "task type",
+    "task start time(us)",
+    "op state",
+}
+"""Columns of an op_summary table that an msprof op table does not have."""
+
+
+def _is_kernel_details_header(cells: set[str]) -> bool:
+    return "name" in cells and "duration(us)" in cells and "kernel name" not in cells
+
+
+def _is_op_summary_header(cells: set[str]) -> bool:
+    return (
+        "op name" in cells
+        and bool(_OP_SUMMARY_COLUMNS & cells)
+        and not _is_kernel_details_header(cells)
+        and "kernel name" not in cells
+    )
+
+
+_NAMED = signal_names(_TASK_SIGNALS.values(), _ALIASES.values(), ("launch_count",))
+
+OP_SUMMARY = Format(
+    "op-summary",
+    "ascend",
+    "`op_summary_*.csv` of a full-run profile",
+    _NAMED,
+    OTHER_HEADINGS,
+    lambda text, kernel_name, display, shape: parse_op_summary(
+        text, kernel_name=kernel_name, source=display, shape=shape
+    ),
+    _is_op_summary_header,
+    sources=signal_sources(_TASK_SIGNALS),
+)
+KERNEL_DETAILS = Format(
+    "kernel-details",
+    "ascend",
+    "torch_npu `kernel_details.csv`",
+    _NAMED,
+    OTHER_HEADINGS,
+    lambda text, kernel_name, display, shape: parse_kernel_details(
+        text, kernel_name=kernel_name, source=display, shape=shape
+    ),
+    _is_kernel_details_header,
+    sources=signal_sources(_TASK_SIGNALS),
+)

@@ -8,7 +8,7 @@ import math
 from ledger.errors import InputError
 from ledger.inputs.jsonio import check_json_value
 from ledger.inputs.jsonio import reject_duplicate_keys as _reject_duplicate_keys
-from ledger.inputs.profiles.common import _MAX_NAME_CHARS, ParsedProfile
+from ledger.inputs.profiles.common import _MAX_NAME_CHARS, Format, ParsedProfile, one_shape
 
 
 def _reject_constant(token: str) -> float:
@@ -56,3 +56,19 @@ def parse_signals_json(text: str, *, source: str = "signals.json") -> ParsedProf
         signals=dict(sorted(signals.items())),
         aggregation="as given",
     )
+
+
+def _read(text: str, kernel_name: str | None, display: str, shape: str | None) -> ParsedProfile:
+    one_shape("signals-json", display, shape)
+    return parse_signals_json(text, source=display)
+
+
+FORMAT = Format(
+    "signals-json",
+    "any",
+    "a JSON object of signal name to number, for signals normalized elsewhere",
+    (),
+    "every name as given: write the names another format's reader gives (for a GPU the "
+    "ncu-csv ones, for Ascend the msprof-op ones), or the attribution reads nothing",
+    _read,
+)
