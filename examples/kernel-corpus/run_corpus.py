@@ -58,6 +58,12 @@ OPS = [
     "cumsum",
     "embedding",
     "transpose",
+    # issue 32's five (capture them alone with --ops gemv,argmax,...)
+    "gemv",
+    "argmax",
+    "token_quant_int8",
+    "causal_conv1d",
+    "kv_cache_scatter",
 ]
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 REL_L2 = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}  # bound on ||out-ref|| / ||ref||
