@@ -676,8 +676,11 @@ def main(argv=None) -> int:
     env = environment(device)
     env["started_at"] = now()
     kind = InProcessLedger if args.ledger_cmd == "in-process" else Ledger
+    base = shlex.split(args.ledger_cmd)
+    if base and os.sep in base[0] and not os.path.isabs(base[0]):
+        base[0] = os.path.abspath(base[0])  # the ledger runs in DIR: a relative path would not
     ledger = kind(
-        shlex.split(args.ledger_cmd),
+        base,
         f"sqlite:///{out / 'ledger.sqlite3'}",
         out / "ledger-commands.log",
         out,
