@@ -134,7 +134,7 @@ VARIANTS = [
         "mechanism": "rows per program",
         "change": "4 token rows per program ([4, H*D] tiles) instead of 1",
         "hypothesis": (
-            "A single token row is 1-8 KB per tensor; four per program put four independent "
+            "A single token row is 0.5-8 KB per tensor; four per program put four independent "
             "scatters in flight and quarter the grid, 5% on the many-token cases."
         ),
         "expected_signal": {"metric": "dram_throughput", "direction": "increase"},
