@@ -129,3 +129,73 @@ def test_a_campaign_follows_the_suggestions_in_their_order(tmp_path: Path) -> No
         assert done["mechanism"] == softmax.MENU[first]["mechanism"]
         assert done["decision"] == row["decision"]
     assert "| 1 |" in (out / "follow-log.md").read_text()
+
+
+NEW_OPS = ("gemv", "argmax", "token_quant_int8", "causal_conv1d", "kv_cache_scatter")
+
+
+def test_the_new_ops_variants_name_one_vocabulary_entry_each() -> None:
+    sys.path.insert(0, str(REPO / "examples" / "kernel-corpus"))
+    import importlib
+
+    from ledger.core.mechanisms import classify
+
+    entries = set()
+    for name in NEW_OPS:
+        op = importlib.import_module(f"ops.{name}")
+        assert 4 <= len(op.VARIANTS) <= 6 and len(op.CASES) == len(op.CASES_2) == 4
+        assert all("tiny" in c for c in op.CASES + op.CASES_2)
+        found = [classify(v["mechanism"], v["change"]).entry for v in op.VARIANTS]
+        assert "other" not in found and len(set(found)) == len(found), (name, found)
+        entries.update(found)
+    assert {"vector-width", "masking", "recompute-vs-reuse", "split-reduction"} <= entries
+
+
+def test_a_new_op_becomes_rounds_under_the_interpreter(tmp_path: Path) -> None:
+    out = tmp_path / "corpus"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), "--out", str(out), "--ops", "argmax",
+         "--tiny", "--repeats", "3", "--no-ncu", "--ledger-cmd", "in-process"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["ops"]) == ["argmax"]
+    assert summary["verify"]["rc"] == 0
+    for info in summary["ops"].values():
+        assert info["plan"]["rc"] == 0 and info["bundle"]["rc"] == 0
+        assert [r["rc"] for r in info["rounds"]] == [0] * 5, info["rounds"]
+    # the split argmax (atomics, last part writes) passes on every case, ties included
+    matrix = json.loads((out / "validation" / "argmax" / "am1_split16" / "case-matrix.json")
+                        .read_text())  # fmt: skip
+    assert matrix["passed"]
+
+
+TIES = """
+import torch
+from ops import argmax
+x = argmax.make_inputs([4, 5000], torch.float32, 3, "cpu")
+logits = x["x"]
+logits[0] = -5.0
+logits[0, 4000] = logits[0, 1200] = -1.0  # all negative, tied across parts
+logits[1] = 2.0  # all equal: index 0
+logits[2, 3000] = logits[2, 4999] = 50.0
+want = torch.argmax(logits, dim=1)
+for split in (1, 4, 16):
+    for _ in range(2):  # each launch leaves the workspace as it found it
+        got = argmax.launch({**argmax.BASELINE["params"], "SPLIT": split}, x)
+        assert torch.equal(got, want), (split, got, want)
+        assert int(x["count"].sum()) == 0
+        assert bool((x["best"] == argmax.INT64_MIN).all())
+print("ok")
+"""
+
+
+def test_the_split_argmax_keeps_the_first_of_tied_maxima() -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", TIES], capture_output=True, text=True, env=env, timeout=300,
+        cwd=REPO / "examples" / "kernel-corpus",
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr

@@ -58,6 +58,12 @@ OPS = [
     "cumsum",
     "embedding",
     "transpose",
+    # issue 32's five (capture them alone with --ops gemv,argmax,...)
+    "gemv",
+    "argmax",
+    "token_quant_int8",
+    "causal_conv1d",
+    "kv_cache_scatter",
 ]
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 REL_L2 = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}  # bound on ||out-ref|| / ||ref||
@@ -670,8 +676,11 @@ def main(argv=None) -> int:
     env = environment(device)
     env["started_at"] = now()
     kind = InProcessLedger if args.ledger_cmd == "in-process" else Ledger
+    base = shlex.split(args.ledger_cmd)
+    if base and os.sep in base[0] and not os.path.isabs(base[0]):
+        base[0] = os.path.abspath(base[0])  # the ledger runs in DIR: a relative path would not
     ledger = kind(
-        shlex.split(args.ledger_cmd),
+        base,
         f"sqlite:///{out / 'ledger.sqlite3'}",
         out / "ledger-commands.log",
         out,
