@@ -184,7 +184,7 @@ def test_grant_refusals(shared: Shared, sqlite_url: str):
     for role, message in (
         ("kl_nobody", "role 'kl_nobody' does not exist"),
         (shared.owner, "grant to the application role, not to the owner"),
-        ("", "--role needs a PostgreSQL role name"),
+        ("", "--role needs a NAME, not a blank"),
         ("x" * 64, "--role needs a PostgreSQL role name"),
     ):
         result = owner("db", "grant", "--role", role, "--json")
