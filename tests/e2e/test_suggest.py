@@ -252,3 +252,26 @@ def test_old_ledgers_read_with_entries(tmp_path, monkeypatch):
     # round 1 named no mechanism: its change, ROWS_PER_ITER=1 -> 4, names the entry
     assert [(r["round"], r["mechanism"]) for r in rows] == [(1, None), (2, "ROWS_PER_ITER")]
     assert old("verify").exit_code == 0
+
+
+CORPUS = ROOT / "examples" / "kernel-corpus" / "corpus"
+
+
+def test_the_h200_corpus_imports_verifies_and_answers(cli):
+    """The committed corpus (27 runs captured on H200s, their bundles as exported there)
+    imports into a fresh ledger on both backends and verifies (a numpy other than the
+    device's may warn, never fail); suggest for a run of it finds the other run of the
+    same op the most similar and warns of what was discarded there."""
+    bundles = sorted(CORPUS.glob("capture-*/bundles/*.bundle.jsonl"))
+    assert len(bundles) == 27
+    assert cli("import", *bundles).exit_code == 0
+    verified = cli("verify", "--json")
+    assert verified.exit_code == 0, verified.stdout
+    assert all("numpy" in w for w in verified.json()["warnings"])
+    answer = cli("suggest", "--run", "corpus-argmax-002", "--json").json()
+    assert answer["similar_runs"][0]["run_id"] == "corpus-argmax-001"
+    assert all(not s["tried_here"] for s in answer["suggestions"])  # what it has not tried
+    precision = next(s for s in answer["failure_signatures"] if s["entry"] == "precision")
+    assert ("corpus-argmax-001", 4, "DISCARD") in {
+        (r["run_id"], r["round"], r["decision"]) for r in precision["rounds"]
+    }
