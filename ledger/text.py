@@ -24,3 +24,8 @@ def pct(value: float | None) -> str:
 def percent(value: float) -> str:
     """A fraction as a percentage (a limit or threshold: `1.00%`)."""
     return f"{value * 100:.2f}%"
+
+
+def md_line(text: str) -> str:
+    """A text as one line of Markdown: white space folded, `|` escaped (a table cell)."""
+    return " ".join(text.replace("|", "\\|").split())

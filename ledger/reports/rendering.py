@@ -11,10 +11,7 @@ from typing import Any
 
 from ledger.core.explain import DECISION_MEANINGS, GLOSSARY, describe_flag
 from ledger.inputs.jsonio import plural
-
-
-def pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
+from ledger.text import pct
 
 
 def share(value: float | None) -> str:
