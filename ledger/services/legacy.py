@@ -77,10 +77,13 @@ class LegacyRejected(InputError):
 
 @dataclass
 class LegacyResult:
-    run_id: str
+    """One folder's import, its fields in the order `import --legacy --json` gives them."""
+
     status: str  # "imported" or "unchanged"
+    run_id: str
     rounds: int
     events: int
+    events_imported: int  # written now: all of `events`, those after an earlier import, or 0
     decisions: list[str]
     concluded: bool
     conclusion: str | None
@@ -88,7 +91,6 @@ class LegacyResult:
     legacy_files: dict[str, str] = field(default_factory=dict)  # name -> sha256
     reopened_rounds: list[int] = field(default_factory=list)  # recorded after the conclusion
     notes: list[str] = field(default_factory=list)  # what the import read differently
-    events_imported: int = 0  # written now: all of `events`, those after an earlier import, or 0
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,7 @@ def replay_legacy(folder: Path, *, workspace: Path | None = None) -> ReplayedFol
         status="unchanged",
         rounds=view.run.rounds_recorded,
         events=len(replay.items),
+        events_imported=0,
         decisions=[r.decision for r in view.rounds],
         concluded=view.concluded,
         conclusion=conclusion,
