@@ -21,13 +21,15 @@ from ledger.store.tables import checkpoints, events
 
 @dataclass(frozen=True)
 class StoredCheckpoint:
+    """A row of `checkpoints`, its fields in the order the web view's JSON gives them."""
+
     checkpoint_id: int
     origin: str
     tree_size: int
     root_hash: str  # base64, as in the note
-    note: str
     signed: bool
     created_at: str
+    note: str
 
 
 def save_checkpoint(
