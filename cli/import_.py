@@ -87,23 +87,7 @@ def _import_legacy(env: Env, folders: list[str], workspace: str | None) -> Outco
         raise WithDetails(exc, run_id=exc.run_id, disagreements=exc.problems) from None
     finally:
         finish()
-    bodies = [
-        {
-            "status": result.status,
-            "run_id": result.run_id,
-            "rounds": result.rounds,
-            "events": result.events,
-            "events_imported": result.events_imported,
-            "decisions": result.decisions,
-            "concluded": result.concluded,
-            "conclusion": result.conclusion,
-            "best_kernel_sha256": result.best_kernel_sha256,
-            "legacy_files": result.legacy_files,
-            "reopened_rounds": result.reopened_rounds,
-            "notes": result.notes,
-        }
-        for result in results
-    ]
+    bodies = [asdict(result) for result in results]
     return Outcome(_imports(bodies, "runs"), ("runs", results))
 
 

@@ -1,24 +1,12 @@
 """`kernel-ledger mcp`: the campaign and audit commands as MCP tools, over stdio.
 
-One long-lived process: the ledger is opened on the first call and kept, so a call costs the
-use case, not a Python start-up. The tools are the commands declared `tool=True`
-(cli/declare.py): a tool's arguments are the command's options by name (`run` is `--run`,
-`output_dir` is `--output-dir`), its input schema is derived from their declarations, and a
-call's arguments are checked by the same rules as the command line's options before anything
-is opened. The files a tool names are read and checked as on the command line.
-
-Confined: every path a tool's arguments name (a file to read, a file or folder to write, a
-checkpoint or key given as a file) must resolve, symbolic links followed, inside the folder
-the server runs in, a root its client declares (MCP roots), or a folder given with
-`--allow-path`; a path outside is a tool error and nothing is read or written. (Paths inside
-the input files, such as a config's `kernel.path`, are read as on the command line.) An
-argument over `MAX_ARGUMENT_CHARS` is refused without being echoed.
-
-A tool's result is exactly the object the command prints with `--json` (structured content,
-and the same JSON as text). An error is a tool error: the text is the command's one-line
-`Error: ...` with each of its options named as an argument (`argument 'force'`, never
-`--force`), the structured content its `--json` error object plus `error_class`, the class
-of its exit code (rejected input, check failed, conflict, store unavailable).
+One long-lived process: the ledger is opened on the first call and kept. The tools are the
+commands declared `tool=True` (cli/declare.py), their arguments the command's options by
+name, their input schema derived from those declarations and checked by the same rules as
+the command line. docs/agents.md says what a client sees: the confinement of every path an
+argument names (`Confinement`: the served folder, the client's roots, `--allow-path`), the
+refusal of an argument over `MAX_ARGUMENT_CHARS`, results (the command's `--json` object)
+and errors (its `Error: ...` line with options named as arguments, and `error_class`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from cli.output import (
     say_not_found,
     say_warnings,
 )
+from ledger.text import num
 
 
 def record(env: Env, run: str, result: str, dry_run: bool, strict: bool) -> Outcome:
@@ -87,12 +88,8 @@ def say_mechanism(r) -> None:
         verdict = {True: "confirmed", False: "refuted", None: "unknown"}[check["confirmed"]]
         say(
             f"  mechanism check: {check['metric']} {check['direction']} {verdict} "
-            f"(best {_value(check['best_value'])} -> candidate {_value(check['candidate_value'])})"
+            f"(best {num(check['best_value'])} -> candidate {num(check['candidate_value'])})"
         )
-
-
-def _value(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
 
 
 def say_record(out: Outcome, args) -> None:

@@ -4,21 +4,12 @@
     triton-optimization record  --output-dir D --result R
     triton-optimization analyze --output-dir D
 
-The arguments, the one JSON line on stdout (`{"status": "failed", "error": ...}` and exit 1
-on a rejection), the files in D (optimization-config.json, state.json, rounds.json,
-analysis.json, report.md, manifest.json, round-artifacts/) and the module-level functions
-`plan`, `record`, `analyze` with their `OptimizationError` are those of the skill's
-`scripts/triton_optimization.py`, so a short script that imports this module can take
-its place (docs/migration.md). Every step is an event in the ledger, decided by the ledger's
-service: the ledger is `KERNEL_LEDGER_DB`, else `ledger.sqlite3` beside D. A round recorded
-after `analyze` is accepted, as the controller accepts it, and reopens the run (RunReopened).
-
-Relative paths in the configuration and round results resolve against the working
-directory, as the controller's do. Decisions are the contract's, on the medians (raw samples
-are stored, and never turn a decision, as with the controller).
-
-Example: triton-optimization plan --output-dir .vaws-local/ascend-triton/optimization/softmax-001 \\
-    --config runs/softmax-001/optimization-config.json
+The arguments, the JSON on stdout, the run folder D and the module-level `plan`, `record`,
+`analyze` and `OptimizationError` are the controller's (docs/migration.md, "The drop-in"),
+so a short script that imports this module can take its place. Every step is an event in
+the ledger (`KERNEL_LEDGER_DB`, else `ledger.sqlite3` beside D), decided by the ledger's
+service on the medians, as the controller decides; a round recorded after `analyze`
+reopens the run (RunReopened).
 """
 
 from __future__ import annotations

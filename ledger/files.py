@@ -5,24 +5,13 @@ socket is refused without being waited on: it is opened non-blocking and checked
 fstat on the very descriptor that is read), and never more than its size limit.
 
 Every output goes through `write_output` (or `check_output` and `StagedOutput` when the
-bytes are known only after a check that must come first, as in `analyze`). The rules:
-
-- the path may not be a ledger or one of its `-wal`/`-shm`/`-journal` files, by name or
-  by the file it resolves to (so no hard or symbolic link to a ledger either). The ledgers
-  are every SQLite ledger this process opened (`guard_ledger`, called by the store when it
-  opens one) and any a caller names; the check is made when the output is checked, again
-  when its bytes are staged, and once more just before the rename that puts it in place;
-- a symbolic link is followed only to a file in the link's own folder; one that leads out
-  of it, or to nothing, is refused;
-- an existing file is replaced only with `--force` (a file that already holds exactly the
-  bytes to write is left as it is); a FIFO, device, socket or folder never;
-- the bytes go to a temporary file in the same folder, are flushed to the disk, and the
-  file is renamed into place; the folder is flushed too. A failed write leaves no
-  temporary file behind and the old file untouched. Without `--force` the new file is
-  linked into place, so a file made meanwhile by someone else is not replaced either.
-
-A path that cannot name a file is exit 2; a folder that cannot take it (a full disk or
-quota, a read-only or failing file system, no permission) is exit 4, for every writer.
+bytes are known only after a check that must come first, as in `analyze`), under the rules
+docs/reliability.md lists ("Output files"): never a ledger or its `-wal`/`-shm`/`-journal`
+files (`guard_ledger` registers every SQLite ledger this process opens; checked when the
+output is checked, staged, and once more before the rename), links followed only within
+their folder, an existing file replaced only with `--force`, written through a flushed
+temporary file renamed (or, without `--force`, linked) into place. A path that cannot name
+a file is exit 2; a folder that cannot take it is exit 4, for every writer.
 """
 
 from __future__ import annotations

@@ -21,6 +21,16 @@ def pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:+.2f}%"
 
 
+def num(value: float | None) -> str:
+    """A measured value to four significant digits, `—` when there is none."""
+    return "—" if value is None else f"{value:.4g}"
+
+
 def percent(value: float) -> str:
     """A fraction as a percentage (a limit or threshold: `1.00%`)."""
     return f"{value * 100:.2f}%"
+
+
+def md_line(text: str) -> str:
+    """A text as one line of Markdown: white space folded, `|` escaped (a table cell)."""
+    return " ".join(text.replace("|", "\\|").split())

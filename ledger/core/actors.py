@@ -1,17 +1,10 @@
-"""Who appended an event: the actor its hashed envelope records (docs/integrity.md).
+"""Who appended an event: the actor its hashed envelope records.
 
-An actor is a small JSON object of strings, stored as its RFC 8785 text beside the event
-and hashed first in its envelope (`hashing.envelope_bytes`):
-
-    db_role   the PostgreSQL role that appended it, taken by the database (`current_user`;
-              a trigger refuses a row naming another role)
-    os_user   on SQLite: the operating-system user of the process (claimed, not proven:
-    host      and its host name               whoever can write the file can write anything)
-    client    over MCP: the name the client declared when it connected (clientInfo)
-    label     KERNEL_LEDGER_ACTOR, when set: who is acting, in their own words (an agent's
-              name, a CI job)
-
-Only the keys that have a value are written. An event from before actors were recorded has
+An actor is a small JSON object of strings (`db_role` on PostgreSQL, `os_user` and `host`
+on SQLite, `client` over MCP, `label` from KERNEL_LEDGER_ACTOR), stored as its RFC 8785
+text beside the event and hashed first in its envelope (`hashing.envelope_bytes`); what
+each field is and how far it can be trusted is docs/events.md, "Who appended an event".
+Only the keys that have a value are written; an event from before actors were recorded has
 none at all, and hashes as it always did.
 """
 

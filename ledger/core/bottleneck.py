@@ -5,33 +5,10 @@ categorical facts (the core type), and returns an `Attribution`: the bottleneck 
 evidence as sentences with numbers, the first experiment from the decision table
 (PROFILE_FORMATS.md), the headroom down to the nearest floor, and flags. No I/O, no clock.
 
-Rules version 3 (`RULES_VERSION`; recorded in every new attribution), in order; the first
-that fires is the bottleneck and every other one that fires is an ``also-<class>`` flag:
-
-0. the core type routes first: an AI CPU, communication (HCCL) or DSA task is a class of
-   its own (a communication task whose vector pipes show time is read as a vector kernel);
-   cube (AI_CORE), vector (AI_VECTOR_CORE) and mix (MIX_AIC/MIX_AIV) kernels are counted
-   against their own cores and pipes, and the unused side's zeros are no signal;
-1. fixed-cost: the duration is within ``empty_kernel_multiple`` x the empty-kernel cost
-   (when that floor is known), else at most ``fixed_cost_duration_us``;
-2. launch-scheduling: ``block_dim`` >= ``blocks_per_core_max`` x usable cores (Ascend) and,
-   where the duration is known, each block runs at most ``block_time_max_us`` (duration over
-   the blocks each core runs in turn), so that dispatch is a visible share;
-3. insufficient-parallelism: ``block_dim`` (0 = not collected) or ncu ``grid_size`` below
-   ``min_core_fill`` x the usable cores of the kernel's type (or SMs); a persistent GPU
-   kernel (grid = SM count) fills every SM and does not fire;
-4. ub-live-set: ``ub_overflow`` or ``multibuffer_disabled`` > 0, or ``ub_bytes_used`` >=
-   ``ub_fill`` x the target's UB size;
-5. pipes, by their share of the kernel's time. Ascend: each stage's share of its core's time
-   (``*_ratio``, else ``*_time_us`` / ``aic_time_us`` or ``aiv_time_us``), grouped into the
-   families cube (mac + fixpipe), vector (vec), memory (MTE1+MTE2 on the cube side, MTE2+MTE3
-   on the vector side, kept apart) and scalar; the largest family wins (``also-`` the
-   runner-up when within ``mixed_margin``). GPU: memory = DRAM (or L2) throughput as a share
-   of peak, compute = SM throughput (cube-compute when the tensor pipe is the busy one);
-   when neither reaches its saturation level (``dram_throughput`` / ``sm_throughput``) the
-   kernel is latency-bound. Bytes or FLOPs over the duration against the target's
-   ``peak_bandwidth_gbps`` / ``peak_tflops`` stand in for a missing throughput;
-6. unknown, with the evidence naming what the profile lacks.
+Rules version 3 (`RULES_VERSION`; recorded in every new attribution) run in the order
+docs/profiles.md ("Bottleneck classification") gives, with the reasoning behind each; the
+first that fires is the bottleneck and every other one that fires is an ``also-<class>``
+flag.
 
 >>> a = classify({"task_duration_us": 40.0, "aiv_scalar_ratio": 0.41, "aiv_vec_ratio": 0.2})
 >>> a.bottleneck, a.evidence[0].split(" ≥ ")[0]

@@ -9,33 +9,13 @@ a decision out; no I/O, no clock.
                                          conservative answer when no look settled
 
 Looks are taken at n_1 = min_repeats, n_1 + batch, ... and at max_repeats, on the first n_k
-candidate samples of every case in measurement order and the first n_k of the other side:
-the same-session reference's, else the best kernel's stored samples (all of them where it
-has fewer; `unpaired_best` "all", the rule as first recorded, takes them whole at every
-look). Like positions on both sides matter: in real sessions the first samples are not like
-the rest (docs/statistics.md, "Like positions"), and a candidate's first ten against a whole
-stored session kept 9-13% of real A/A pairs. At look
-k the rule of SPEC 4.2 runs on those samples with the KEEP test at level
-a_k = alpha_spent(t_k) - alpha_spent(t_{k-1}), t_k = n_k / max_repeats:
-
-* settled KEEP      the contract KEEPs on the look's medians, the a_k quantile of I* is above
-                    the noise floor and the regression_quantile quantile of R* is within
-                    max_case_regression;
-* settled, futile   the 1 - FUTILITY quantile of I* is below min_relative_improvement (the
-                    candidate cannot plausibly reach the minimum), or the FUTILITY quantile of
-                    R* is above max_case_regression (a case clearly regressed): the decision
-                    is the contract's on the look's medians, NOISE where that would be KEEP
-                    (futility for R: DISCARD);
-* continue          otherwise; at max_repeats the round is not settled and gets the
-                    contract's decision with a KEEP made NOISE (never less conservative than
-                    the fixed rule at that n, whose KEEP test is at alpha > a_K).
-
-Error control: a false KEEP at some look needs the a_k test to pass at look k; by the union
-bound P(any false KEEP) <= sum_k a_k = alpha_spent(1) = alpha, whatever the correlation of
-the looks (docs/statistics.md derives it). Futility stops only ever turn a would-be KEEP into
-a non-KEEP, so they cost power and never false KEEPs. Each look's bootstrap seed derives from
-the look's own samples, so a decision on only the first `repeats_used` samples re-derives the
-same look, settled, bit for bit.
+samples of every case on both sides (like positions: docs/statistics.md); at look k the rule
+of SPEC 4.2 runs with the KEEP test at level a_k = alpha_spent(t_k) - alpha_spent(t_{k-1}),
+t_k = n_k / max_repeats. What settles a look (a KEEP, or futility), what an unsettled round
+gets, and why the false-KEEP rate stays at alpha over all looks (the union bound): docs/
+statistics.md, "Sequential decisions". Each look's bootstrap seed derives from the look's own
+samples, so a decision on only the first `repeats_used` samples re-derives the same look,
+settled, bit for bit.
 """
 
 from __future__ import annotations

@@ -18,35 +18,12 @@ so it enters I and R together, with opposite signs). Then
 * ``DISCARD`` if quantile(R*, regression_quantile) > max_case_regression;
 * otherwise the contract's ``KEEP`` stands.
 
-Smoothing (``bootstrap: "smoothed"``, the default). The plain bootstrap of a median from
-few samples is unstable: its spread depends on the gaps between the few middle order
-statistics (at 10 samples its relative sd is about a third). The smoothed variant multiplies
-each resampled median by exp(s * Z), Z ~ N(0, 1), with s = sqrt(pi / 2) * h / sqrt(n), where
-h = 0.9 * min(sd, IQR / 1.34) * n^(-1/5) is Silverman's rule-of-thumb bandwidth of that
-case's log samples (sd alone when the IQR is 0). sqrt(pi / 2) * h / sqrt(n) is the large-sample
-sd that a Gaussian kernel of width h adds to the median of n draws (normal theory), so this
-is a normal approximation of a kernel-smoothed bootstrap: a floor from the sample's overall
-spread, about 32% of the median's variance at n = 10, 17% at 50, 13% at 100. Working on the
-log scale keeps every resampled time positive. ``bootstrap: "plain"`` is the rule as first
-recorded (method ``.../v1``); a recorded configuration without the key means "plain", so
-older events replay exactly (``StatisticsConfig.from_recorded``).
-
-Resampled medians without resampling. Sort the n samples x_0 <= ... <= x_{n-1}. A draw
-with replacement is x[floor(n U)] with U uniform on (0, 1); floor(n u) never decreases as u
-grows, so the k-th smallest of n draws is x[floor(n U_(k))], where U_(k), the k-th smallest
-of n uniforms, is Beta(k, n + 1 - k). For odd n the median is the k = (n + 1) / 2 order
-statistic. For even n it is the mean of the k = n / 2 and k + 1 order statistics, which are
-dependent: given U_(k) = u, the other n - k uniforms lie independently on (u, 1), so
-U_(k+1) = u + (1 - u) V with V ~ Beta(1, n - k) (the smallest of n - k uniforms). Both are
-exact, so one resampled median costs two Beta draws instead of n draws and a selection.
-
-Reproducibility: the same inputs, seed and numpy version give identical floats. The draws
-come from ``Generator(PCG64(seed))`` in a fixed order (best side, then candidate side, then
-drift; per side a (cases x resamples) Beta array for U_(k), then one for V, then, when
-smoothed, one of standard normals for Z); sums over cases
-run left to right in configuration order, elementwise over resamples, never through BLAS.
-numpy's Beta and normal samplers call the C math library, so another platform or numpy
-version may differ in the last bits; the evidence records the numpy version.
+docs/statistics.md derives the rest: the smoothed bootstrap (``bootstrap: "smoothed"``, the
+default; "plain" is the rule as first recorded, and a recorded configuration without the key
+means "plain", so older events replay exactly), resampled medians drawn as two Beta order
+statistics instead of n draws, and reproducibility: ``Generator(PCG64(seed))`` draws in a
+fixed order, sums over cases left to right, never through BLAS; the evidence records the
+numpy version, as another platform's C math library may differ in the last bits.
 """
 
 from __future__ import annotations

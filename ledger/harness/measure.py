@@ -63,7 +63,6 @@ from typing import Any
 
 TIMERS = ("cuda", "wall")
 FLUSH_BYTES = 256 * 1024 * 1024  # read before each sample: several times any current L2
-ROLES = ("candidate", "reference")
 
 
 def utc_now() -> str:

@@ -23,7 +23,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -185,15 +185,7 @@ class CheckpointResult:
     signature: str = "not checked"  # ok, failed, not checked
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "origin": self.origin,
-            "size": self.size,
-            "root": self.root,
-            "status": self.status,
-            "reason": self.reason,
-            "signature": self.signature,
-        }
+        return asdict(self)
 
 
 def hold(result: CheckpointResult, cp: notes.Checkpoint, origin: str, watch: TreeWatch) -> None:

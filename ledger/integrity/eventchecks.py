@@ -10,7 +10,7 @@ checks and is what every reader of events that moves or replays them runs first 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from ledger.core.actors import stored_problem
@@ -37,13 +37,7 @@ class Failure:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "stream_id": self.stream_id,
-            "stream_version": self.stream_version,
-            "check": self.check,
-            "reason": self.reason,
-        }
+        return asdict(self)
 
 
 class ReplayStop(Exception):

@@ -28,6 +28,7 @@ from ledger.inputs.jsonio import display, read_bytes
 from ledger.integrity import audit
 from ledger.integrity.hashing import sha256_hex
 from ledger.store.eventstore import Store, StoredEvent
+from ledger.text import md_line
 
 OK, FAILED, WARN, SKIPPED, NOT_RUN = "ok", "failed", "changed", "not given", "not run"
 
@@ -123,12 +124,12 @@ class GateResult:
             shown = f"{mark.get(status, '')} {status}".strip()
             lines.append(f"| {title} | {shown} | {detail} |")
         if self.reasons:
-            lines += ["", "**Why it failed**", ""] + [f"- {_md(r)}" for r in self.reasons]
+            lines += ["", "**Why it failed**", ""] + [f"- {md_line(r)}" for r in self.reasons]
         if self.notes:
-            lines += ["", "**Notes**", ""] + [f"- {_md(n)}" for n in self.notes]
+            lines += ["", "**Notes**", ""] + [f"- {md_line(n)}" for n in self.notes]
         who = self.recorded_by()
         if who:
-            lines += ["", "**Who recorded it**", ""] + [f"- {_md(w)}" for w in who]
+            lines += ["", "**Who recorded it**", ""] + [f"- {md_line(w)}" for w in who]
         lines += [
             "",
             f"Reproduce: `kernel-ledger check-merge --run {self.run_id} --kernel "
@@ -136,10 +137,6 @@ class GateResult:
             "",
         ]
         return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return " ".join(text.replace("|", "\\|").split())
 
 
 def check_merge(

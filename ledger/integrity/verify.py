@@ -1,31 +1,15 @@
 """The replay verifier: re-hash, re-chain, re-fold and re-decide every event.
 
-Checks, in the order each event meets them:
-  seq         positions are gapless from 1 (whole-ledger runs only)
-  hash        event_hash equals SHA-256 of the event's canonical envelope
-  chain       stream versions are contiguous and parent_hash links to the previous event
-  canonical   stored payload bytes are exactly RFC 8785 of their own parse
-  payload     the payload is a known event type that validates
-  replay      the fold accepts the event, and every RoundDecided / RunConcluded equals what
-              the pure decision functions derive from the events before it; a RunReopened
-              follows a conclusion it names
-  projection  stored projection rows equal a rebuild from the events alone
-  blobs       every stored kernel source hashes to its key; every kernel an event names is
-              stored
-The verifier stops at the first failure and names its seq. The per-event checks (seq to
-payload) are ledger/integrity/eventchecks.py.
-
-The replay is streamed: events are read in pages, and once a run's conclusion has been
-replayed its projection rows and kernel sources are compared at once and only its chain
-head is kept, so memory is bounded by the runs still open, not by the ledger. What those
-comparisons find is reported where it always was, after every event has passed. A run that
-gets an event after its conclusion (a profile may follow it) has its earlier events folded
-again from the store, so that event is judged exactly as against a run kept whole.
+The checks, the order each event meets them in, and what each proves are docs/audit.md's
+"What verify proves"; the per-event ones (seq to payload) are ledger/integrity/eventchecks.py.
+The verifier stops at the first failure and names its seq. The replay is streamed (memory
+bounded by the runs still open: a concluded run's projection rows and kernel sources are
+compared at once, and a run with an event after its conclusion is folded again from the
+store), and what those comparisons find is reported after every event has passed.
 
 `verify_since` replays only the runs that have an event after a given seq, each whole, with
 every check; the events before it are proven by the caller (`audit.verify_since`: Merkle
-consistency with a checkpoint). `verify_chain` is the fast check next to the replay: seq,
-hash and chain alone.
+consistency with a checkpoint). `verify_chain` is the fast check: seq, hash and chain alone.
 """
 
 from __future__ import annotations

@@ -11,19 +11,12 @@ from typing import Any
 
 from ledger.core.explain import DECISION_MEANINGS, GLOSSARY, describe_flag
 from ledger.inputs.jsonio import plural
-
-
-def pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:+.2f}%"
+from ledger.text import num, pct
 
 
 def share(value: float | None) -> str:
     """A threshold or spread, unsigned: 0.01 -> "1.00%"."""
     return "—" if value is None else f"{value * 100:.2f}%"
-
-
-def num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
 
 
 def kv(mapping: dict[str, Any] | None) -> str:

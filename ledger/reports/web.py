@@ -233,18 +233,7 @@ class Reader:
             size = self.store.event_count(conn)
         out: dict[str, Any] = {
             "event_count": size,
-            "checkpoints": [
-                {
-                    "checkpoint_id": c.checkpoint_id,
-                    "origin": c.origin,
-                    "tree_size": c.tree_size,
-                    "root_hash": c.root_hash,
-                    "signed": c.signed,
-                    "created_at": c.created_at,
-                    "note": c.note,
-                }
-                for c in stored
-            ],
+            "checkpoints": [asdict(c) for c in stored],
             "verification": None,
         }
         if verify:

@@ -20,7 +20,7 @@ from ledger.files import StagedOutput, check_output, same_bytes, write_failure
 from ledger.inputs.models import manifest_run_id
 from ledger.integrity.hashing import sha256_hex
 from ledger.services.service import LedgerService
-from ledger.text import display, pct
+from ledger.text import display, md_line, pct
 
 ANALYSIS_SCHEMA_VERSION = 1
 OUTPUT_NAMES = ("analysis.json", "report.md", "manifest.json")
@@ -208,7 +208,7 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
         lines.append(
             f"| {r['round']} | {r['decision']} | {pct(r['relative_improvement'])} | "
             f"{pct(r['worst_case_regression'])} | {pct(r['cumulative_improvement'])} | "
-            f"{_cell(r['change'])} | {_cell(r['hypothesis'])} |"
+            f"{md_line(r['change'])} | {md_line(r['hypothesis'])} |"
         )
     if explanations:
         lines += ["", "## Why each round got its decision", ""]
@@ -229,10 +229,6 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
         "",
     ]
     return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.replace("|", "\\|").split())
 
 
 def performance_manifest(

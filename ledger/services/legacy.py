@@ -1,47 +1,13 @@
 """Import of a run folder written by the existing JSON-file controller.
 
-The folder holds:
-
-    optimization-config.json   the run configuration (SPEC 2.1)
-    state.json                 next_round, current_best_sha256, current_best_path,
-                               original_baseline, current_best_measurements, kept_rounds,
-                               consecutive_failures, target_met
-    rounds.json                {"schema_version": 1, "rounds": [...]}: each round result
-                               (SPEC 2.2) plus candidate.sha256, verification {manifest,
-                               run_id, status}, decision, relative_improvement_vs_current,
-                               worst_case_regression, relative_improvement_vs_original,
-                               recorded_at
-    manifest.json              the run's Run Manifest v1
-    analysis.json              (optional) written when the run was concluded
-
-`state.json`'s `original_baseline` and `current_best_measurements` are maps keyed by case id
-(each value the measurement row). `rounds.json` holds the candidate and verification paths
-the controller resolved (absolute); the config holds its paths as written, relative to the
-workspace the controller ran in.
-
-The run is replayed as the events `plan` and `record` would have written, with the same
-input checks and the same round path (`round.admit`, `round.round_events`). Every
-recorded decision, figure and state field is compared with the replay; any disagreement,
-or a round whose parent was not the best kernel of its time, refuses the whole import with
-a report of every disagreement, and nothing is written.
-
-Relative paths (the config's, a measurement's `source`) resolve against the workspace
-(`--workspace`, default the working directory), as the controller resolved them; when the
-config's files are not there, against the workspace the controller stored in `manifest.json`
-(its `starting-kernel` URI is the config's `kernel.path`, resolved). An absolute path the
-controller stored that no longer exists is looked for at the same place under the workspace
-(a workspace moved or copied). Every kernel and manifest must exist; each candidate must
-hash to its recorded `candidate.sha256`. A named but absent samples file is accepted, as
-the controller accepts it, and flagged.
-
-The controller's `record` accepts a round after `analyze`. Such a folder imports as it
-happened: the conclusion after the rounds `analyze` saw (`analysis.json`'s `round_count`,
-or, where a later `analyze` rewrote analysis.json and the manifest refused it, the rounds
-recorded up to the manifest's `updated_at`), then each later round preceded by RunReopened.
-
-Events keep the folder's times: planning at the manifest's `created_at`, each round at its
-`recorded_at`, the conclusion at the manifest's `updated_at`. Event ids derive from the
-content, so importing the same folder again writes nothing.
+The folder's files are those `ledger/reports/runfolder.py` describes (and writes for the
+drop-in); what the import accepts, re-derives and refuses is docs/migration.md's "Importing
+existing run folders". The run is replayed as the events `plan` and `record` would have
+written, through the same input checks and round path (`round.admit`, `round.round_events`);
+any disagreement with the folder refuses the whole import, listing every one, and nothing is
+written. Events keep the folder's times: planning at the manifest's `created_at`, each round
+at its `recorded_at`, the conclusion at the manifest's `updated_at`; their ids derive from
+the content, so importing the same folder again writes nothing.
 """
 
 from __future__ import annotations
@@ -111,10 +77,13 @@ class LegacyRejected(InputError):
 
 @dataclass
 class LegacyResult:
-    run_id: str
+    """One folder's import, its fields in the order `import --legacy --json` gives them."""
+
     status: str  # "imported" or "unchanged"
+    run_id: str
     rounds: int
     events: int
+    events_imported: int  # written now: all of `events`, those after an earlier import, or 0
     decisions: list[str]
     concluded: bool
     conclusion: str | None
@@ -122,7 +91,6 @@ class LegacyResult:
     legacy_files: dict[str, str] = field(default_factory=dict)  # name -> sha256
     reopened_rounds: list[int] = field(default_factory=list)  # recorded after the conclusion
     notes: list[str] = field(default_factory=list)  # what the import read differently
-    events_imported: int = 0  # written now: all of `events`, those after an earlier import, or 0
 
 
 @dataclass(frozen=True)
@@ -294,6 +262,7 @@ def replay_legacy(folder: Path, *, workspace: Path | None = None) -> ReplayedFol
         status="unchanged",
         rounds=view.run.rounds_recorded,
         events=len(replay.items),
+        events_imported=0,
         decisions=[r.decision for r in view.rounds],
         concluded=view.concluded,
         conclusion=conclusion,

@@ -484,18 +484,23 @@ class Writes(Session):
             raise InputError(
                 f"run {run_id!r} has concluded ({view.run.conclusion}); it takes no profiles"
             )
+        from ledger.integrity.gate import run_kernels
+
         plan = stream[0].event()
         assert isinstance(plan, RunPlanned)
         if baseline:
             subject, sha, round_no = "baseline", plan.kernel.sha256, 0
         elif round_no is not None:
-            subject, sha = "round", _round_candidate(stream, round_no, run_id)
+            subject = "round"
+            sha = next((k for n, k, _ in run_kernels(stream) if round_no > 0 and n == round_no), "")
+            if not sha:
+                raise InputError(f"run {run_id!r} has no round {round_no}")
         elif candidate is not None:
             subject = "candidate"
             sha = read_kernel(Path(candidate).absolute(), "--candidate").ref.sha256
         else:
             subject, sha = "kernel", str(kernel_sha256)
-            if sha not in _run_kernels(stream):
+            if sha not in {k for _, k, _ in run_kernels(stream)}:
                 raise InputError(
                     f"kernel {sha} is not a kernel of run {run_id!r}; profile a candidate "
                     "before its round with --candidate FILE"
@@ -771,26 +776,6 @@ def _profile_key(event: ProfileRecorded) -> tuple[Any, ...]:
         tuple(sorted(event.signals.items())),
         tuple(sorted(f.sha256 for f in event.files)),
     )
-
-
-def _round_candidate(stream: Sequence[StoredEvent], round_no: int, run_id: str) -> str:
-    for stored in stream:
-        if stored.event_type == "RoundSubmitted":
-            event = stored.event()
-            assert isinstance(event, RoundSubmitted)
-            if event.round == round_no:
-                return event.candidate.sha256
-    raise InputError(f"run {run_id!r} has no round {round_no}")
-
-
-def _run_kernels(stream: Sequence[StoredEvent]) -> set[str]:
-    kernels = set()
-    for stored in stream:
-        if stored.event_type in ("RunPlanned", "RoundSubmitted"):
-            event = stored.event()
-            ref = event.kernel if isinstance(event, RunPlanned) else event.candidate  # type: ignore[union-attr]
-            kernels.add(ref.sha256)
-    return kernels
 
 
 def _entry_said(decision: RoundDecided, result: Any) -> dict[str, Any] | None:

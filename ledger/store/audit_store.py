@@ -21,13 +21,15 @@ from ledger.store.tables import checkpoints, events
 
 @dataclass(frozen=True)
 class StoredCheckpoint:
+    """A row of `checkpoints`, its fields in the order the web view's JSON gives them."""
+
     checkpoint_id: int
     origin: str
     tree_size: int
     root_hash: str  # base64, as in the note
-    note: str
     signed: bool
     created_at: str
+    note: str
 
 
 def save_checkpoint(
@@ -77,7 +79,6 @@ def list_checkpoints(conn: Connection, *, tree_size: int | None = None) -> list[
 class ImportOutcome:
     run_id: str
     imported: list[StoredEvent]  # the events written now, with the seq they got here
-    already_present: int  # events of the bundle this ledger held already
 
 
 def import_run_verbatim(
@@ -113,7 +114,7 @@ def import_run_verbatim(
             )
     new = list(records[len(present) :])
     if not new:
-        return ImportOutcome(run_id, [], len(records))
+        return ImportOutcome(run_id, [])
     head_version, head_hash = (
         (present[-1].stream_version, present[-1].event_hash) if present else (0, "0" * 64)
     )
@@ -141,7 +142,7 @@ def import_run_verbatim(
     else:
         before = store.stored_projection(conn, run_id) if present else None
         store.save_view(conn, before, view)
-    return ImportOutcome(run_id, rows, len(present))
+    return ImportOutcome(run_id, rows)
 
 
 def _refold(store: Store, conn: Connection, run_id: str, stream: Sequence[StoredEvent]) -> None:
