@@ -14,11 +14,29 @@ PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "msprof-op" / "single"
 
 
 def files_under(folder: Path) -> dict[str, int]:
+    """Every file but the SQLite ledger's own (its rows are counted instead: opening it may
+    checkpoint its WAL into the main file, which moves bytes and changes nothing)."""
     return {
         str(Path(root) / name): os.stat(Path(root) / name).st_size
         for root, _, names in os.walk(folder)
         for name in names
+        if not name.startswith("ledger.sqlite3")
     }
+
+
+def rows_in(db_url: str) -> dict[str, int]:
+    """The row count of every table of the ledger: a dry run adds no event, blob or row."""
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return {
+                t: conn.execute(text(f'SELECT count(*) FROM "{t}"')).scalar_one()
+                for t in inspect(conn).get_table_names()
+            }
+    finally:
+        engine.dispose()
 
 
 def same_answer(checked: dict, done: dict) -> None:
@@ -40,11 +58,12 @@ def test_each_write_dry_runs_then_runs_the_same(cli, tmp_path, monkeypatch):
         ["diagnose", "--run", RUN, "--bottleneck", "memory-transfer", "--evidence", "MTE2 0.57"],
     ]
     for argv in calls:
-        before, disk = cli.event_count(), files_under(tmp_path)
+        before, disk, rows = cli.event_count(), files_under(tmp_path), rows_in(cli.db_url)
         checked = cli(*argv, "--dry-run", "--json")
         assert checked.exit_code == 0, (argv, checked.stderr)
         assert cli.event_count() == before, argv
         assert files_under(tmp_path) == disk, argv
+        assert rows_in(cli.db_url) == rows, argv
         done = cli(*argv, "--json")
         assert done.exit_code == 0, (argv, done.stderr)
         assert cli.event_count() > before, argv
