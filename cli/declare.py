@@ -236,11 +236,10 @@ def _problem(option: Option, value: Any) -> tuple[str | None, bool]:
             return f"must be one of {', '.join(option.choices)}, not {item!r}", True
         if isinstance(item, str) and not item.strip():
             # a blank text matches nothing and names nothing: a mistake, never a filter
-            return (
-                "needs a file path"
-                if option.file
-                else f"needs a {option.metavar or 'value'}, not a blank"
-            ), True
+            if option.file:
+                return "needs a file path", True
+            what = option.metavar or "value"
+            return f"needs {'an' if what[0] in 'AEIOUaeiou' else 'a'} {what}, not a blank", True
         if isinstance(item, str) and "\x00" in item:
             return "holds a NUL character, which no file name or text here may hold", True
         if option.file and isinstance(item, str) and _utf8(item) and _too_long(item):
