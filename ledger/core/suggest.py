@@ -51,10 +51,17 @@ FAILED = ("FAIL", "DISCARD")
 # (family, its class, the pattern of op names in it), most specific first
 _OP_FAMILIES = (
     ("attention", "contraction", r"attn|attention|flash|sdpa"),
-    ("matmul", "contraction", r"matmul|gemm|mm\b|linear|bmm|dot"),
+    ("matmul", "contraction", r"matmul|gemm|gemv|matvec|mm\b|mv\b|linear|bmm|dot|moe"),
+    ("convolution", "convolution", r"conv"),
     ("softmax", "row-wise", r"softmax|entropy|logsumexp|\blse\b"),
     ("normalization", "row-wise", r"norm"),
-    ("reduction", "row-wise", r"reduc|sum|mean|max|min|argmax|cumsum|scan|variance|\bvar\b"),
+    (
+        "reduction",
+        "row-wise",
+        r"reduc|sum|mean|max|min|argmax|cumsum|scan|variance|\bvar\b|topk|sort",
+    ),
+    # before data movement: "rotary_embedding" applies a rotation, it gathers nothing
+    ("elementwise", "streaming", r"rotary|rope|pos_emb|quant|cast"),
     ("data-movement", "streaming", r"transpose|permute|copy|gather|scatter|embed|index|concat"),
     (
         "elementwise",
