@@ -64,6 +64,11 @@ OPS = [
     "token_quant_int8",
     "causal_conv1d",
     "kv_cache_scatter",
+    # four more, captured alone too (--ops topk_softmax,w8a16_gemm,adamw,col_sum)
+    "topk_softmax",
+    "w8a16_gemm",
+    "adamw",
+    "col_sum",
 ]
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 REL_L2 = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}  # bound on ||out-ref|| / ||ref||
