@@ -199,3 +199,56 @@ def test_the_split_argmax_keeps_the_first_of_tied_maxima() -> None:
         cwd=REPO / "examples" / "kernel-corpus",
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+FOUR_OPS = ("topk_softmax", "w8a16_gemm", "adamw", "col_sum")
+
+
+def test_the_four_later_ops_variants_name_one_vocabulary_entry_each() -> None:
+    sys.path.insert(0, str(REPO / "examples" / "kernel-corpus"))
+    import importlib
+
+    from ledger.core.mechanisms import classify
+
+    for name in FOUR_OPS:
+        op = importlib.import_module(f"ops.{name}")
+        assert name == op.NAME and 4 <= len(op.VARIANTS) <= 6
+        assert len(op.CASES) == len(op.CASES_2) == 4
+        assert all("tiny" in c for c in op.CASES + op.CASES_2)
+        assert {c["id"] for c in op.CASES}.isdisjoint(c["id"] for c in op.CASES_2)
+        found = [classify(v["mechanism"], None).entry for v in op.VARIANTS]
+        assert "other" not in found and len(set(found)) == len(found), (name, found)
+
+
+ROUTER = """
+import torch
+from ops import col_sum, topk_softmax as ts
+base = {**ts.BASELINE["params"], "sms": 4}
+for shape, dtype in (([13, 60, 4], torch.bfloat16), ([9, 16, 2], torch.float32)):
+    x = ts.make_inputs(shape, dtype, 5, "cpu")
+    x["x"][0] = 1.0  # all tied: the lowest ids first
+    x["x"][1, 7] = x["x"][1, 3] = 9.0
+    probs = torch.softmax(x["x"].double(), dim=1)
+    for extra in ({}, {"TOKENS": 8}, {"TOKENS": 4, "PERSISTENT": True}, {"NATIVE": True}):
+        w = ts.launch({**base, **extra}, x)
+        ids = x["ids"].long()
+        assert ids.unique(dim=1).shape == ids.shape  # no expert twice
+        assert torch.equal(probs.gather(1, ids), torch.topk(probs, shape[2], dim=1).values)
+        assert torch.allclose(w.double(), probs.gather(1, ids), rtol=1e-5, atol=0)
+        assert ids[0].tolist() == list(range(shape[2])) and ids[1, :2].tolist() == [3, 7]
+x = col_sum.make_inputs([300, 70], torch.float32, 2, "cpu")
+for split in (1, 7, 16):
+    for _ in range(2):  # the atomic partials start from zero every launch
+        got = col_sum.launch({**col_sum.BASELINE["params"], "SPLIT": split}, x)
+        assert torch.allclose(got.double(), x["x"].double().sum(0), rtol=1e-5, atol=1e-5)
+print("ok")
+"""
+
+
+def test_the_router_returns_the_top_experts_and_split_sums_add_up() -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", ROUTER], capture_output=True, text=True,
+        env=env, timeout=300, cwd=REPO / "examples" / "kernel-corpus",
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
