@@ -419,3 +419,53 @@ def test_input_schemas_and_templates_as_tools_and_resources(sqlite_url):
         "measurements",
         "decide",
     ]
+
+
+def test_an_output_folder_that_is_the_ledger_or_no_folder_is_refused(sqlite_url, tmp_path):
+    """analyze's `output_dir` and knowledge_export's `out` name folders: the ledger, a link
+    to it, a FIFO or a file there is refused in one sentence, and nothing is written."""
+    cli = CliRunner(sqlite_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    ledger = tmp_path / "ledger.sqlite3"
+    link = tmp_path / "link-to-ledger"
+    link.symlink_to(ledger)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x\n")
+    before = cli.event_count()
+    destroy = "is the ledger or one of its files; writing there would destroy the ledger: "
+    analysis = "to write analysis.json, report.md and manifest.json into"
+    knowledge = "to write candidates/ and knowledge/ into"
+    calls = [
+        ("analyze", "output_dir", ledger, f"{ledger} {destroy}choose another path"),
+        ("analyze", "output_dir", link, f"{link} {destroy}choose another path"),
+        ("analyze", "output_dir", fifo, f"{fifo} is a FIFO, device or socket, not a folder: "
+         f"name a folder (new or existing) {analysis}"),
+        ("analyze", "output_dir", plain, f"{plain} is a file, not a folder: name a folder "
+         f"(new or existing) {analysis}"),
+        ("knowledge_export", "out", link, f"{link} {destroy}choose another path"),
+        ("knowledge_export", "out", fifo, f"{fifo} is a FIFO, device or socket, not a "
+         f"folder: name a folder (new or existing) {knowledge}"),
+        ("knowledge_export", "out", plain, f"{plain} is a file, not a folder: name a folder "
+         f"(new or existing) {knowledge}"),
+    ]  # fmt: skip
+
+    async def calls_over_mcp():
+        async with server(sqlite_url, tmp_path) as call:
+            answers = []
+            for tool, argument, path, _ in calls:
+                arguments = {argument: path, **({"run": RUN} if tool == "analyze" else {})}
+                answers.append(await call(tool, **arguments))
+            return answers
+
+    answers = run_async(calls_over_mcp)
+    for (_, argument, _, expected), (is_error, doc) in zip(calls, answers, strict=True):
+        assert is_error and doc["exit_code"] == 2, doc
+        assert doc["error"] == f"argument '{argument}' {expected}"
+    assert cli.event_count() == before  # the SQLite file itself may move its WAL
+    left = sorted(
+        p.name for p in tmp_path.iterdir() if "-wal" not in p.name and "-shm" not in p.name
+    )
+    assert plain.read_text() == "x\n"
+    assert left == ["fifo", "ledger.sqlite3", "link-to-ledger", "plain.txt"]
