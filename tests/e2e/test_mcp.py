@@ -469,3 +469,45 @@ def test_an_output_folder_that_is_the_ledger_or_no_folder_is_refused(sqlite_url,
     )
     assert plain.read_text() == "x\n"
     assert left == ["fifo", "ledger.sqlite3", "link-to-ledger", "plain.txt"]
+
+
+def test_an_unknown_argument_names_the_nearest_and_every_known_one():
+    """A misspelt argument is named before a required one reads as missing, with the
+    nearest known name and every argument the tool takes."""
+    from cli.mcpserver import call_tool
+
+    calls = [
+        ("record", {"run_id": RUN, "result": "x.json"}, "unknown argument 'run_id' (did you "
+         "mean 'run'?); record takes run, result, dry_run, strict"),
+        ("record", {"run": RUN, "result": "x.json", "dry-run": True}, "unknown argument "
+         "'dry-run' (did you mean 'dry_run'?); record takes run, result, dry_run, strict"),
+        ("compare", {"run": RUN, "round": [0, 1]}, "unknown argument 'round' (did you mean "
+         "'rounds'?); compare takes run, rounds"),
+        ("status", {"verbose": True}, "unknown argument 'verbose'; status takes run"),
+    ]  # fmt: skip
+    for name, arguments, expected in calls:
+        is_error, doc, text = call_tool(None, name, arguments)
+        assert is_error and doc["exit_code"] == 2 and doc["error"] == expected, doc
+        assert text == f"Error: {expected}"
+
+
+def test_a_wrong_value_is_shown_as_json_and_a_huge_number_abridged():
+    from cli.mcpserver import call_tool
+
+    huge = 10**4000
+    calls = [
+        ({"round": True}, "argument 'round': true is not a whole number"),
+        ({"round": "3"}, "argument 'round': \"3\" is not a whole number"),
+        ({"round": 1.5}, "argument 'round': 1.5 is not a whole number"),
+        ({"round": huge}, "argument 'round': a number over 80 digits long is not in the "
+         "range x<=9007199254740991"),
+        ({"round": -huge}, "argument 'round': a negative number over 80 digits long is not "
+         "in the range x>=0"),
+        ({"round": 2**53}, "argument 'round': 9007199254740992 is not in the range "
+         "x<=9007199254740991"),
+    ]  # fmt: skip
+    for arguments, expected in calls:
+        is_error, doc, _ = call_tool(None, "show", {"run": RUN, **arguments})
+        assert is_error and doc["error"] == expected, doc
+    is_error, doc, _ = call_tool(None, "compare", {"run": RUN, "rounds": "0,4"})
+    assert doc["error"] == "argument 'rounds': \"0,4\" is not a list"
