@@ -105,13 +105,13 @@ def tools() -> dict[str, Command]:
 
 def input_schema(command: Command) -> dict[str, Any]:
     """The JSON schema of a tool's arguments, from its options' declarations."""
-    properties = {name: _schema(option) for name, option in command.options.items()}
+    properties = {name: _schema(option, command) for name, option in command.options.items()}
     required = [n for n, o in command.options.items() if o.required or o.tool_required]
     return {"type": "object", "properties": properties, "required": required,
             "additionalProperties": False}  # fmt: skip
 
 
-def _schema(option: Option) -> dict[str, Any]:
+def _schema(option: Option, command: Command | None = None) -> dict[str, Any]:
     one: dict[str, Any] = {"type": TYPES[option.kind]}
     if option.ge is not None:
         one["minimum"] = option.ge
@@ -127,7 +127,7 @@ def _schema(option: Option) -> dict[str, Any]:
         one = {"type": "array", "items": one}
         if option.count is not None:
             one["minItems"] = one["maxItems"] = option.count
-    help = option.help
+    help = option.help if command is None else as_arguments(option.help, command)
     if option.file:
         help += " A path on the server's machine, relative to the folder it runs in."
     one["description"] = help
@@ -137,7 +137,20 @@ def _schema(option: Option) -> dict[str, Any]:
 
 
 def tool_description(command: Command) -> str:
-    return f"{command.summary} Returns {command.returns}." if command.returns else command.summary
+    text = f"{command.summary} Returns {command.returns}." if command.returns else command.summary
+    return as_arguments(text, command)
+
+
+def as_arguments(text: str, command: Command) -> str:
+    """A description with the command's own flags (`--dry-run`, `--like-profile`) named as
+    the tool's arguments (`dry_run`, `like_profile`), as its caller passes them."""
+    options = sorted(command.options.items(), key=lambda item: -len(flag_of(*item)))
+    for name, option in options:
+        if option.positional:
+            continue
+        flag = re.escape(flag_of(name, option))
+        text = re.sub(rf"(?<![\w`-]){flag}(?![\w-])", f"`{name}`", text)
+    return text
 
 
 def in_arguments(message: str, command: Command) -> str:

@@ -511,3 +511,26 @@ def test_a_wrong_value_is_shown_as_json_and_a_huge_number_abridged():
         assert is_error and doc["error"] == expected, doc
     is_error, doc, _ = call_tool(None, "compare", {"run": RUN, "rounds": "0,4"})
     assert doc["error"] == "argument 'rounds': \"0,4\" is not a list"
+
+
+def test_descriptions_name_arguments_not_command_line_flags():
+    """A tool's caller passes `dry_run`, not `--dry-run`: every description says so."""
+    from cli.declare import flag_of
+    from cli.mcpserver import tool_description
+
+    listed = tools()
+    assert tool_description(listed["plan"]) == (
+        "Validate a run configuration and lock the run (baseline, cases, objective); with "
+        '`dry_run`, only check it. Returns `status` "planned" (or "checked" with '
+        "`dry_run`), `run_id`, `kernel_sha256`, `case_count`, `warnings`."
+    )
+    assert "(name exactly one of `baseline`, `round`, `kernel`, `candidate`)" in (
+        tool_description(listed["profile"])
+    )
+    history = input_schema(listed["history"])["properties"]["kernel_name"]["description"]
+    assert history == "With `like_profile`: which kernel's rows."
+    for command in listed.values():
+        texts = [tool_description(command)]
+        texts += [f["description"] for f in input_schema(command)["properties"].values()]
+        for name, option in command.options.items():
+            assert not any(flag_of(name, option) in text for text in texts), (command.name, name)
