@@ -534,3 +534,56 @@ def test_descriptions_name_arguments_not_command_line_flags():
         texts += [f["description"] for f in input_schema(command)["properties"].values()]
         for name, option in command.options.items():
             assert not any(flag_of(name, option) in text for text in texts), (command.name, name)
+
+
+def test_an_unreadable_line_is_answered_and_the_server_serves_on(sqlite_url):
+    """The SDK drops a line it cannot read as a message; its sender would wait forever.
+    The server answers it (its id where the line has one) and goes on serving."""
+    import select
+    import subprocess
+
+    cli = CliRunner(sqlite_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    before = cli.event_count()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cli", "--db", sqlite_url, "mcp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        text=True,
+    )  # fmt: skip
+
+    def ask(line: str) -> dict:
+        child.stdin.write(line + "\n")
+        child.stdin.flush()
+        ready, _, _ = select.select([child.stdout], [], [], 30)
+        assert ready, f"no answer to {line[:80]!r}"
+        return json.loads(child.stdout.readline())
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+             "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
+    try:
+        ask(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}))
+        child.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        huge = "9" * 5000
+        call = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": '
+        answers = [
+            ask(call + f'"record", "arguments": {{"run": "{RUN}", "result": {huge}}}}}}}'),
+            ask("{not json"),
+            ask('{"jsonrpc": "2.0", "id": "x", "params": {}}'),
+            ask(call.replace('"id": 1', '"id": 2') + '"status", "arguments": {}}}'),
+        ]
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+        stderr = child.stderr.read()
+    unreadable = "unreadable message: "
+    assert answers[:3] == [
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32700, "message": unreadable + "a "
+         "number in it is too long to read (at most 4300 digits); nothing was done"}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": unreadable +
+         "Invalid JSON: key must be a string at line 1 column 2; nothing was done"}},
+        {"jsonrpc": "2.0", "id": "x", "error": {"code": -32600, "message": unreadable + "it "
+         "is JSON but not a JSON-RPC 2.0 request, notification or response; nothing was "
+         "done"}},
+    ]  # fmt: skip
+    assert answers[3]["id"] == 2 and answers[3]["result"]["isError"] is False
+    assert "Traceback" not in stderr and cli.event_count() == before
