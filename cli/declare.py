@@ -192,6 +192,9 @@ class Command:
     def checked(self, values: Mapping[str, Any], naming: Naming) -> dict[str, Any]:
         """The options, every rule checked: each declared option by name (defaults filled
         in), or InputError with the first problem, as `naming` names the option."""
+        unknown = [name for name in values if name not in self.options]
+        if unknown:  # first: a misspelt name would otherwise read as a missing argument
+            raise InputError(self._unknown(str(unknown[0])))
         out: dict[str, Any] = {}
         for name, option in self.options.items():
             value = values.get(name)
@@ -209,10 +212,21 @@ class Command:
                     raise InputError(f"{naming(name, option)} {problem}")
                 raise InputError(naming.invalid(name, option, problem))
             out[name] = _canonical(option, value)
-        unknown = [name for name in values if name not in self.options]
-        if unknown:
-            raise InputError(f"unknown argument '{unknown[0]}'")
         return out
+
+    def _unknown(self, name: str) -> str:
+        """`unknown argument 'X'`, the nearest known name if one is close, and every
+        argument the command takes (only a tool's caller can name an undeclared one)."""
+        from difflib import get_close_matches
+
+        shown = display(name[:64] + ("…" if len(name) > 64 else ""))
+        known = list(self.options)
+        near = get_close_matches(name.lower().replace("-", "_"), known, n=1, cutoff=0.6)
+        if not near:  # run_id for run, like for like_profile
+            near = [k for k in known if name.startswith(k) or k.startswith(name)][:1]
+        hint = f" (did you mean '{near[0]}'?)" if near else ""
+        takes = ", ".join(known) if known else "no arguments"
+        return f"unknown argument '{shown}'{hint}; {self.tool_name} takes {takes}"
 
 
 _WORDS = ("no", "one", "two", "three")
@@ -223,15 +237,15 @@ def _problem(option: Option, value: Any) -> tuple[str | None, bool]:
     follows the option's name (`--decision must be one of ...`) rather than saying what is
     wrong with its value (`-1 is not in the range x>=0`)."""
     if option.many and not isinstance(value, list):
-        return f"{value!r} is not a list", False
+        return f"{_as_json(value)} is not a list", False
     for item in value if option.many else [value]:
         wrong = _wrong_type(option.kind, item)
         if wrong is not None:
             return wrong, False
         if option.ge is not None and item < option.ge:
-            return f"{item} is not in the range x>={option.ge}", False
+            return f"{_as_json(item)} is not in the range x>={option.ge}", False
         if option.le is not None and item > option.le:
-            return f"{item} is not in the range x<={option.le}", False
+            return f"{_as_json(item)} is not in the range x<={option.le}", False
         if option.choices and _canonical(option, item) not in option.choices:
             return f"must be one of {', '.join(option.choices)}, not {item!r}", True
         if isinstance(item, str) and not item.strip():
@@ -282,10 +296,23 @@ def _canonical(option: Option, value: Any) -> Any:
 
 def _wrong_type(kind: type, value: Any) -> str | None:
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        return f"{value!r} is not a whole number"
+        return f"{_as_json(value)} is not a whole number"
     if not isinstance(value, kind):
-        return f"{value!r} is not {'true or false' if kind is bool else 'a text'}"
+        return f"{_as_json(value)} is not {'true or false' if kind is bool else 'a text'}"
     return None
+
+
+def _as_json(value: Any) -> str:
+    """A wrong value as its sender wrote it (`true`, `"3"`, `[1]`), not as Python shows it."""
+    import json
+
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**80:
+        return f"a {'negative ' if value < 0 else ''}number over 80 digits long"
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return display(text if len(text) <= 80 else text[:80] + "…")
 
 
 # --- finding the commands ----------------------------------------------------------------

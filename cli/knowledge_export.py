@@ -10,10 +10,11 @@ from cli.output import plural, say
 
 
 def knowledge_export(env: Env, out: str, force: bool) -> Outcome:
-    from ledger.files import check_output, write_output
+    from ledger.files import check_output, check_output_folder, write_output
 
     found, documents = env.service().knowledge()
     folder = Path(out)
+    check_output_folder(folder, names="candidates/ and knowledge/")
     files = [(folder / "candidates" / f"{c['candidate_id']}.json", _json(c)) for c in found]
     files += [(folder / "knowledge" / name, _json(d)) for name, d in documents.items()]
     for path, _ in files:  # every target checked before the first is written

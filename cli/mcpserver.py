@@ -105,13 +105,13 @@ def tools() -> dict[str, Command]:
 
 def input_schema(command: Command) -> dict[str, Any]:
     """The JSON schema of a tool's arguments, from its options' declarations."""
-    properties = {name: _schema(option) for name, option in command.options.items()}
+    properties = {name: _schema(option, command) for name, option in command.options.items()}
     required = [n for n, o in command.options.items() if o.required or o.tool_required]
     return {"type": "object", "properties": properties, "required": required,
             "additionalProperties": False}  # fmt: skip
 
 
-def _schema(option: Option) -> dict[str, Any]:
+def _schema(option: Option, command: Command | None = None) -> dict[str, Any]:
     one: dict[str, Any] = {"type": TYPES[option.kind]}
     if option.ge is not None:
         one["minimum"] = option.ge
@@ -127,7 +127,7 @@ def _schema(option: Option) -> dict[str, Any]:
         one = {"type": "array", "items": one}
         if option.count is not None:
             one["minItems"] = one["maxItems"] = option.count
-    help = option.help
+    help = option.help if command is None else as_arguments(option.help, command)
     if option.file:
         help += " A path on the server's machine, relative to the folder it runs in."
     one["description"] = help
@@ -137,7 +137,20 @@ def _schema(option: Option) -> dict[str, Any]:
 
 
 def tool_description(command: Command) -> str:
-    return f"{command.summary} Returns {command.returns}." if command.returns else command.summary
+    text = f"{command.summary} Returns {command.returns}." if command.returns else command.summary
+    return as_arguments(text, command)
+
+
+def as_arguments(text: str, command: Command) -> str:
+    """A description with the command's own flags (`--dry-run`, `--like-profile`) named as
+    the tool's arguments (`dry_run`, `like_profile`), as its caller passes them."""
+    options = sorted(command.options.items(), key=lambda item: -len(flag_of(*item)))
+    for name, option in options:
+        if option.positional:
+            continue
+        flag = re.escape(flag_of(name, option))
+        text = re.sub(rf"(?<![\w`-]){flag}(?![\w-])", f"`{name}`", text)
+    return text
 
 
 def in_arguments(message: str, command: Command) -> str:
@@ -413,18 +426,65 @@ def build_server(env: Env, confinement: Confinement | None = None):
         )
 
 
+def unreadable_reply(exc: Exception):
+    """The JSON-RPC error answering a line the transport could not read as a message (not
+    JSON, a number too long to read, no method): the SDK drops such a line unanswered and
+    its sender would wait forever. Its id where the line is JSON with one, else null."""
+    import mcp_types as types
+
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    raw = errors[0].get("input") if errors else None
+    reason = str(errors[0].get("msg", "")) if errors else str(exc)
+    message, code = (raw if isinstance(raw, dict) else None), types.PARSE_ERROR
+    if isinstance(raw, str):
+        try:  # a number literal too long to read stands in as 0: only the id is wanted
+            message = json.loads(raw, parse_int=lambda t: int(t) if len(t) <= 4000 else 0)
+        except (ValueError, RecursionError):
+            message = None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        request_id = None
+    if "number out of range" in reason:
+        reason = "a number in it is too long to read (at most 4300 digits)"
+    elif message is not None and "Invalid JSON" not in reason:
+        code = types.INVALID_REQUEST
+        reason = "it is JSON but not a JSON-RPC 2.0 request, notification or response"
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(
+            code=code, message=display(f"unreadable message: {reason}; nothing was done")[:300]
+        ),
+    )
+
+
 def serve(url: str | None, allow_paths: Iterable[str] = ()) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin, confined to the working
-    folder, the client's roots and `allow_paths`."""
+    folder, the client's roots and `allow_paths`. A line that is no message is answered
+    (`unreadable_reply`), never left unanswered."""
     import anyio
     from mcp.server.stdio import stdio_server
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
 
     env = OpenedOnce(url)
     server = build_server(env, Confinement(Path.cwd(), [Path(p) for p in allow_paths]))
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            send, receive = create_context_streams[SessionMessage | Exception](0)
+
+            async def forward() -> None:
+                async with send:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            await write_stream.send(SessionMessage(unreadable_reply(item)))
+                        else:
+                            await send.send(item)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(forward)
+                await server.run(receive, write_stream, server.create_initialization_options())
 
     try:
         anyio.run(run)

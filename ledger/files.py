@@ -32,6 +32,7 @@ __all__ = [
     "StagedOutput",
     "bounded_lines",
     "check_output",
+    "check_output_folder",
     "env_bytes",
     "guard_ledger",
     "ledger_companions",
@@ -223,6 +224,30 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return info.st_dev, info.st_ino
+
+
+def check_output_folder(
+    path: Path, *, what: str = "--out", protected: Iterable[Path] = (), names: str = "the files"
+) -> Path:
+    """The folder outputs go into, refused before anything is written when it is the
+    ledger (or a link to it) or something that exists and is not a folder (a file, FIFO,
+    device or socket): `mkdir` would only say "File exists"."""
+    path = Path(os.path.abspath(path))
+    refuse_ledger(path, what=what, protected=protected)
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return path  # made when the files are written (or refused then, as mkdir says)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"{what} {display(path)} cannot be used: {reason}") from None
+    if stat.S_ISDIR(info.st_mode):
+        return path
+    kind = "a file" if stat.S_ISREG(info.st_mode) else "a FIFO, device or socket"
+    raise InputError(
+        f"{what} {display(path)} is {kind}, not a folder: name a folder (new or existing) "
+        f"to write {names} into"
+    )
 
 
 def check_output(

@@ -16,7 +16,13 @@ from typing import Any
 from ledger.core.events import RunPlanned
 from ledger.core.projections import RunView, as_dict
 from ledger.errors import InputError, LedgerError
-from ledger.files import StagedOutput, check_output, same_bytes, write_failure
+from ledger.files import (
+    StagedOutput,
+    check_output,
+    check_output_folder,
+    same_bytes,
+    write_failure,
+)
 from ledger.inputs.models import manifest_run_id
 from ledger.integrity.hashing import sha256_hex
 from ledger.services.service import LedgerService
@@ -53,6 +59,12 @@ def analyze(
     explanations = service.explanations(run_id)
     command = ["kernel-ledger", "analyze", "--run", run_id, "--output-dir", str(output_dir)]
     protected = service.store.ledger_files()
+    check_output_folder(
+        output_dir,
+        what="--output-dir",
+        protected=protected,
+        names="analysis.json, report.md and manifest.json",
+    )
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

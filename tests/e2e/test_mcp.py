@@ -419,3 +419,171 @@ def test_input_schemas_and_templates_as_tools_and_resources(sqlite_url):
         "measurements",
         "decide",
     ]
+
+
+def test_an_output_folder_that_is_the_ledger_or_no_folder_is_refused(sqlite_url, tmp_path):
+    """analyze's `output_dir` and knowledge_export's `out` name folders: the ledger, a link
+    to it, a FIFO or a file there is refused in one sentence, and nothing is written."""
+    cli = CliRunner(sqlite_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    ledger = tmp_path / "ledger.sqlite3"
+    link = tmp_path / "link-to-ledger"
+    link.symlink_to(ledger)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x\n")
+    before = cli.event_count()
+    destroy = "is the ledger or one of its files; writing there would destroy the ledger: "
+    analysis = "to write analysis.json, report.md and manifest.json into"
+    knowledge = "to write candidates/ and knowledge/ into"
+    calls = [
+        ("analyze", "output_dir", ledger, f"{ledger} {destroy}choose another path"),
+        ("analyze", "output_dir", link, f"{link} {destroy}choose another path"),
+        ("analyze", "output_dir", fifo, f"{fifo} is a FIFO, device or socket, not a folder: "
+         f"name a folder (new or existing) {analysis}"),
+        ("analyze", "output_dir", plain, f"{plain} is a file, not a folder: name a folder "
+         f"(new or existing) {analysis}"),
+        ("knowledge_export", "out", link, f"{link} {destroy}choose another path"),
+        ("knowledge_export", "out", fifo, f"{fifo} is a FIFO, device or socket, not a "
+         f"folder: name a folder (new or existing) {knowledge}"),
+        ("knowledge_export", "out", plain, f"{plain} is a file, not a folder: name a folder "
+         f"(new or existing) {knowledge}"),
+    ]  # fmt: skip
+
+    async def calls_over_mcp():
+        async with server(sqlite_url, tmp_path) as call:
+            answers = []
+            for tool, argument, path, _ in calls:
+                arguments = {argument: path, **({"run": RUN} if tool == "analyze" else {})}
+                answers.append(await call(tool, **arguments))
+            return answers
+
+    answers = run_async(calls_over_mcp)
+    for (_, argument, _, expected), (is_error, doc) in zip(calls, answers, strict=True):
+        assert is_error and doc["exit_code"] == 2, doc
+        assert doc["error"] == f"argument '{argument}' {expected}"
+    assert cli.event_count() == before  # the SQLite file itself may move its WAL
+    left = sorted(
+        p.name for p in tmp_path.iterdir() if "-wal" not in p.name and "-shm" not in p.name
+    )
+    assert plain.read_text() == "x\n"
+    assert left == ["fifo", "ledger.sqlite3", "link-to-ledger", "plain.txt"]
+
+
+def test_an_unknown_argument_names_the_nearest_and_every_known_one():
+    """A misspelt argument is named before a required one reads as missing, with the
+    nearest known name and every argument the tool takes."""
+    from cli.mcpserver import call_tool
+
+    calls = [
+        ("record", {"run_id": RUN, "result": "x.json"}, "unknown argument 'run_id' (did you "
+         "mean 'run'?); record takes run, result, dry_run, strict"),
+        ("record", {"run": RUN, "result": "x.json", "dry-run": True}, "unknown argument "
+         "'dry-run' (did you mean 'dry_run'?); record takes run, result, dry_run, strict"),
+        ("compare", {"run": RUN, "round": [0, 1]}, "unknown argument 'round' (did you mean "
+         "'rounds'?); compare takes run, rounds"),
+        ("status", {"verbose": True}, "unknown argument 'verbose'; status takes run"),
+    ]  # fmt: skip
+    for name, arguments, expected in calls:
+        is_error, doc, text = call_tool(None, name, arguments)
+        assert is_error and doc["exit_code"] == 2 and doc["error"] == expected, doc
+        assert text == f"Error: {expected}"
+
+
+def test_a_wrong_value_is_shown_as_json_and_a_huge_number_abridged():
+    from cli.mcpserver import call_tool
+
+    huge = 10**4000
+    calls = [
+        ({"round": True}, "argument 'round': true is not a whole number"),
+        ({"round": "3"}, "argument 'round': \"3\" is not a whole number"),
+        ({"round": 1.5}, "argument 'round': 1.5 is not a whole number"),
+        ({"round": huge}, "argument 'round': a number over 80 digits long is not in the "
+         "range x<=9007199254740991"),
+        ({"round": -huge}, "argument 'round': a negative number over 80 digits long is not "
+         "in the range x>=0"),
+        ({"round": 2**53}, "argument 'round': 9007199254740992 is not in the range "
+         "x<=9007199254740991"),
+    ]  # fmt: skip
+    for arguments, expected in calls:
+        is_error, doc, _ = call_tool(None, "show", {"run": RUN, **arguments})
+        assert is_error and doc["error"] == expected, doc
+    is_error, doc, _ = call_tool(None, "compare", {"run": RUN, "rounds": "0,4"})
+    assert doc["error"] == "argument 'rounds': \"0,4\" is not a list"
+
+
+def test_descriptions_name_arguments_not_command_line_flags():
+    """A tool's caller passes `dry_run`, not `--dry-run`: every description says so."""
+    from cli.declare import flag_of
+    from cli.mcpserver import tool_description
+
+    listed = tools()
+    assert tool_description(listed["plan"]) == (
+        "Validate a run configuration and lock the run (baseline, cases, objective); with "
+        '`dry_run`, only check it. Returns `status` "planned" (or "checked" with '
+        "`dry_run`), `run_id`, `kernel_sha256`, `case_count`, `warnings`."
+    )
+    assert "(name exactly one of `baseline`, `round`, `kernel`, `candidate`)" in (
+        tool_description(listed["profile"])
+    )
+    history = input_schema(listed["history"])["properties"]["kernel_name"]["description"]
+    assert history == "With `like_profile`: which kernel's rows."
+    for command in listed.values():
+        texts = [tool_description(command)]
+        texts += [f["description"] for f in input_schema(command)["properties"].values()]
+        for name, option in command.options.items():
+            assert not any(flag_of(name, option) in text for text in texts), (command.name, name)
+
+
+def test_an_unreadable_line_is_answered_and_the_server_serves_on(sqlite_url):
+    """The SDK drops a line it cannot read as a message; its sender would wait forever.
+    The server answers it (its id where the line has one) and goes on serving."""
+    import select
+    import subprocess
+
+    cli = CliRunner(sqlite_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    before = cli.event_count()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cli", "--db", sqlite_url, "mcp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        text=True,
+    )  # fmt: skip
+
+    def ask(line: str) -> dict:
+        child.stdin.write(line + "\n")
+        child.stdin.flush()
+        ready, _, _ = select.select([child.stdout], [], [], 30)
+        assert ready, f"no answer to {line[:80]!r}"
+        return json.loads(child.stdout.readline())
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+             "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
+    try:
+        ask(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}))
+        child.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        huge = "9" * 5000
+        call = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": '
+        answers = [
+            ask(call + f'"record", "arguments": {{"run": "{RUN}", "result": {huge}}}}}}}'),
+            ask("{not json"),
+            ask('{"jsonrpc": "2.0", "id": "x", "params": {}}'),
+            ask(call.replace('"id": 1', '"id": 2') + '"status", "arguments": {}}}'),
+        ]
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+        stderr = child.stderr.read()
+    unreadable = "unreadable message: "
+    assert answers[:3] == [
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -32700, "message": unreadable + "a "
+         "number in it is too long to read (at most 4300 digits); nothing was done"}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": unreadable +
+         "Invalid JSON: key must be a string at line 1 column 2; nothing was done"}},
+        {"jsonrpc": "2.0", "id": "x", "error": {"code": -32600, "message": unreadable + "it "
+         "is JSON but not a JSON-RPC 2.0 request, notification or response; nothing was "
+         "done"}},
+    ]  # fmt: skip
+    assert answers[3]["id"] == 2 and answers[3]["result"]["isError"] is False
+    assert "Traceback" not in stderr and cli.event_count() == before
