@@ -464,7 +464,6 @@ def serve(url: str | None, allow_paths: Iterable[str] = ()) -> None:
     (`unreadable_reply`), never left unanswered."""
     import anyio
     from mcp.server.stdio import stdio_server
-    from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
 
     env = OpenedOnce(url)
@@ -472,7 +471,7 @@ def serve(url: str | None, allow_paths: Iterable[str] = ()) -> None:
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            send, receive = create_context_streams[SessionMessage | Exception](0)
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
             async def forward() -> None:
                 async with send:
