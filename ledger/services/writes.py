@@ -295,6 +295,7 @@ class Writes(Session):
                 kernel_name=entry.kernel,
                 shape=entry.shape,
                 case_id=entry.case_id,
+                shape_option=f"{where}.shape",
             )
             events.append(event)
             blobs += data
@@ -691,13 +692,26 @@ def profile_from_file(
     kernel_name: str | None,
     shape: str | None,
     case_id: str | None,
+    shape_option: str = "--shape",
 ) -> tuple[ProfileRecorded, list[bytes]]:
     """A profile event for the profiler output at `path`, attributed under the run's
-    settings, and the bytes of every raw file it read (the ledger stores them)."""
+    settings, and the bytes of every raw file it read (the ledger stores them).
+
+    A profile of one case is of one launch shape: where the file holds the kernel at
+    several and none is chosen, it is refused rather than attributed by total time (that
+    would file another case's launch under this case, and the mechanism check compares a
+    case only with the same case)."""
     from ledger.inputs.profiles import load_profile
 
     path = Path(path).absolute()
     parsed = load_profile(path, kernel_name=kernel_name, shape=shape)
+    if case_id is not None and shape is None and len(parsed.shapes) > 1:
+        shapes = ", ".join(f"{s.shape!r} ({s.launches} launch(es))" for s in parsed.shapes)
+        raise InputError(
+            f"{display(path)}: {parsed.kernel_name!r} ran with {len(parsed.shapes)} launch "
+            f"shapes ({shapes}), and a profile of case {case_id!r} is of one: name the "
+            f"shape that case ran with in {shape_option}, or profile that case alone"
+        )
     base = path if path.is_dir() else path.parent
     files, blobs = [], []
     for source in parsed.files:

@@ -53,6 +53,28 @@ def test_shapes_are_reported_apart_and_chosen_with_shape(cli, campaign):
     assert wrong.stderr.count("\n") == 1
 
 
+def test_a_case_profile_of_a_file_with_several_shapes_needs_its_shape(cli, campaign):
+    """A profile filed under one case is of one launch shape: attributing the shape with
+    the most total time would file another case's launch under it, so the file is refused
+    until --shape (or a round file's profile[i].shape) says which; nothing is written."""
+    _plan(cli, campaign)
+    case = campaign.case_ids[0]
+    args = ("profile", PIPEUTIL, "--run", campaign.run_id, "--baseline", "--case", case)
+    args += ("--kernel-name", "aclnnAdd_AddAiCore_Add")
+    refused = cli(*args)
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        f"Error: {PIPEUTIL}: 'aclnnAdd_AddAiCore_Add' ran with 2 launch shapes "
+        "('512,2,4096;512,2,4096' (4 launch(es)), ';' (4 launch(es))), and a profile of case "
+        f"'{case}' is of one: name the shape that case ran with in --shape, or profile that "
+        "case alone\n"
+    )
+    assert cli("show", "--run", campaign.run_id, "--round", 0, "--json").json()["profiles"] == []
+    chosen = cli(*args, "--shape", "512,2,4096;512,2,4096", "--json")
+    assert chosen.exit_code == 0, chosen.stderr
+    assert chosen.json()["attribution"]["bottleneck"] == "memory-transfer"
+
+
 def test_real_msprof_op_folder_and_op_summary_are_profiled(cli, campaign):
     _plan(cli, campaign)
     folder = REAL / "msprof-op" / "tilelang-matmul-add-serial"
