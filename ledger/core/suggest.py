@@ -66,7 +66,8 @@ _OP_FAMILIES = (
     (
         "elementwise",
         "streaming",
-        r"add|mul|gelu|silu|relu|swiglu|geglu|sigmoid|tanh|elementwise|act|dropout",
+        r"add|mul|gelu|silu|relu|swiglu|geglu|sigmoid|tanh|elementwise|act|dropout"
+        r"|adam|sgd|lamb|optim",
     ),
 )
 

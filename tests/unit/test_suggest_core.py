@@ -42,6 +42,11 @@ def test_docstring_examples(module):
         ("argmax", "reduction", "row-wise"),
         ("topk", "reduction", "row-wise"),
         ("kv_cache_scatter", "data-movement", "streaming"),
+        ("adamw", "elementwise", "streaming"),
+        ("fused_sgd_step", "elementwise", "streaming"),
+        ("w8a16_gemm", "matmul", "contraction"),
+        ("col_sum", "reduction", "row-wise"),
+        ("topk_softmax", "softmax", "row-wise"),
         ("frobnicate", "frobnicate", "frobnicate"),
     ],
 )
