@@ -487,25 +487,39 @@ def _session_id(value: Any) -> Any:
     return {"id": value} if isinstance(value, str) else value
 
 
+def case_rows(
+    rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
+) -> tuple[dict[str, tuple[int, MeasurementIn]], list[tuple[int, str]]]:
+    """Each planned case's row and its index, and every problem with the index of the row
+    it is about (len(rows) for a planned case with no row): an unplanned case id, a case
+    measured twice, a planned case not measured."""
+    by_case: dict[str, tuple[int, MeasurementIn]] = {}
+    found: list[tuple[int, str]] = []
+    for index, row in enumerate(rows):
+        if row.case_id not in planned:
+            found.append((index, f"{field}[{index}].case_id {row.case_id!r} is not a planned case"))
+        elif row.case_id in by_case:
+            found.append(
+                (index, f"{field}[{index}].case_id {row.case_id!r} appears more than once")
+            )
+        else:
+            by_case[row.case_id] = (index, row)
+    found += [
+        (len(rows), f"{field} has no row for planned case {case!r}")
+        for case in planned
+        if case not in by_case
+    ]
+    return by_case, found
+
+
 def check_measurements(
     rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
 ) -> dict[str, MeasurementIn]:
     """Exactly one row per planned case and no unplanned case ids (every problem listed)."""
-    by_case: dict[str, MeasurementIn] = {}
-    found = []
-    for index, row in enumerate(rows):
-        if row.case_id not in planned:
-            found.append(f"{field}[{index}].case_id {row.case_id!r} is not a planned case")
-        elif row.case_id in by_case:
-            found.append(f"{field}[{index}].case_id {row.case_id!r} appears more than once")
-        else:
-            by_case[row.case_id] = row
-    found += [
-        f"{field} has no row for planned case {case!r}" for case in planned if case not in by_case
-    ]
+    by_case, found = case_rows(rows, planned, field)
     if found:
-        raise InputProblems("", found)
-    return by_case
+        raise InputProblems("", [problem for _, problem in found])
+    return {case: row for case, (_, row) in by_case.items()}
 
 
 # --- run configuration (SPEC 2.1) --------------------------------------------------------
