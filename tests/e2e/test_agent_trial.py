@@ -343,3 +343,48 @@ def test_the_template_marks_what_may_be_left_out_and_reads_it_so(cli, tmp_path, 
         f"measurements[{i}] median_us is required (or samples_us or source to compute it from)"
         for i in range(3)
     ]
+
+
+def test_a_mistyped_run_id_names_the_run_it_likely_meant(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan_from_the_harness(cli)
+    assert cli("plan", "--config", "config.json").exit_code == 0
+    result = from_template(cli, "round")
+    result["parent_kernel_sha256"] = digest("kernels/l2norm_v0.py")
+    put("round-1.json", result)
+    aa = from_template(cli, "measurements")
+    aa["kernel_sha256"] = digest("kernels/l2norm_v0.py")
+    put("aa.json", aa)
+    meant = f"; did you mean '{RUN}'? (`status` lists the runs)"
+    for args in (
+        ("status", "--run", "l2norm-01"),
+        ("show", "--run", "l2norm-01", "--round", "0"),
+        ("record", "--run", "l2norm", "--result", "round-1.json"),
+        ("noise", "--run", "l2norm-0001", "--measurements", "aa.json"),
+    ):
+        result = cli(*args)
+        assert (result.exit_code, result.stdout) == (2, ""), args
+        assert result.stderr == f"Error: run {args[2]!r} is not in the ledger{meant}\n", args
+    unrelated = cli("status", "--run", "softmax-001", "--json")
+    assert unrelated.json() == {
+        "status": "error",
+        "error": "run 'softmax-001' is not in the ledger",
+        "exit_code": 2,
+    }
+
+
+def test_a_missing_kind_says_which_kinds_there_are(cli):
+    kinds = "config, round, manifest, case-matrix, measurements, decide"
+    result = cli("template", db=False)
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"Error: Missing argument 'KIND'. Which input file: {kinds}; `schema KIND` prints its "
+        "JSON Schema.\n",
+    )
+    result = cli("schema", "--json", db=False)
+    assert result.exit_code == 2
+    assert result.json()["error"] == (
+        f"Missing argument 'KIND'. Which input file: {kinds}; `template KIND` prints a ready "
+        "example."
+    )
