@@ -228,6 +228,17 @@ def _options_hint(exc: Exception) -> str:
     return f" (the options of {ctx.command_path}: {', '.join(names)}; see --help)" if names else ""
 
 
+def _argument_hint(exc: Exception) -> str:
+    """For a missing positional argument: what it is (its help, which names the values a
+    KIND takes), so that the next call need not be `--help`."""
+    param = getattr(exc, "param", None)
+    if type(exc).__name__ != "MissingParameter" or param is None:
+        return ""
+    help_text = " ".join((getattr(param, "help", None) or "").split())
+    positional = getattr(param, "param_type_name", "") == "argument"
+    return f" {help_text}" if positional and help_text else ""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; never let a traceback reach the user."""
     from ledger.errors import LedgerError
@@ -241,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             sys.stdout.write(exc.ctx.get_help() + "\n")
             sys.exit(2)
-        error(exc.format_message() + _options_hint(exc), 2, as_json=as_json)
+        error(exc.format_message() + _options_hint(exc) + _argument_hint(exc), 2, as_json=as_json)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         error("interrupted", 130, as_json=as_json)

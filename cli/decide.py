@@ -12,7 +12,13 @@ from cli.output import pct, say
 
 def decide(env: Env, input: str, jsonl: bool) -> Outcome:
     from ledger.errors import InputError
-    from ledger.inputs.jsonio import display, parse_json_bytes, read_bytes
+    from ledger.inputs.jsonio import (
+        display,
+        note_lines,
+        notes_refusal,
+        parse_json_bytes,
+        read_bytes,
+    )
     from ledger.services.dryrun import decide_one, parse_input
 
     path = Path(input)
@@ -22,8 +28,12 @@ def decide(env: Env, input: str, jsonl: bool) -> Outcome:
         item = parse_input(parse_json_bytes(data, "decide input", shown), shown)
         result = decide_one(item, shown)
         return Outcome({"status": "ok", **result}, result)
+    lines = data.splitlines()
+    notes = note_lines([line.decode("utf-8", "replace") for line in lines])
+    if notes:
+        raise notes_refusal("decide input", shown, notes)
     items = []
-    for number, line in enumerate(data.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{shown} line {number}"

@@ -226,12 +226,14 @@ every field's type, unit, default and meaning. All of it is derived from the inp
 `kernel-ledger schema KIND` its JSON Schema (MCP: the `template` and `schema` tools, and the
 resources `kernel-ledger://inputs/KIND/template` and `.../schema`).
 
-In a template, lines starting with `//` are notes on optional fields: drop them (or write
-the field) and replace the example values; the sha256 values are placeholders for the real
-digests (`sha256sum FILE`). Relative paths in a config, round result or measurements file
-resolve against the working directory; a manifest's artifact URIs against its own folder.
-Keys a model does not list are kept verbatim as evidence (a manifest and `decide` input allow
-none).
+In a template, lines starting with `//` are notes: `// optional "KEY"` describes a field
+the example leaves out, `// "KEY" may be left out` one it writes but need not. The notes
+document the format and are not JSON: drop them (a file that kept them is refused, naming
+their lines), write the fields you need and replace the example values; the sha256 values
+are placeholders for the real digests (`sha256sum FILE`). Relative paths in a config, round
+result or measurements file resolve against the working directory; a manifest's artifact
+URIs against its own folder. Keys a model does not list are kept verbatim as evidence (a
+manifest and `decide` input allow none).
 
 """
 

@@ -76,9 +76,9 @@ def error(
     details: dict | None = None,
     summary: str | None = None,
 ) -> None:
-    """`Error: message` on stderr; with several `details["problems"]`, the `summary` line
-    and one line per problem instead. With `as_json`, the error object on stdout only: one
-    channel, as every `--json` answer."""
+    """`Error: message` on stderr; with several `details["problems"]`, the `summary` line,
+    one line per problem and the `details["hint"]`, if any, instead. With `as_json`, the
+    error object on stdout only: one channel, as every `--json` answer."""
     line = " ".join(str(message).split())
     if as_json:
         emit_json({"status": "error", "error": line, "exit_code": exit_code, **(details or {})})
@@ -86,6 +86,9 @@ def error(
     listed = (details or {}).get("problems") or []
     if summary is not None and len(listed) > 1:
         text = "".join(f"  {terminal_safe(p)}\n" for p in listed)
+        hint = (details or {}).get("hint")
+        if hint:
+            text += f"{terminal_safe(hint)}\n"
         sys.stderr.write(f"Error: {terminal_safe(summary)}\n{text}")
     else:
         sys.stderr.write(f"Error: {terminal_safe(line)}\n")

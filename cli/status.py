@@ -20,11 +20,9 @@ def status(env: Env, run: str | None) -> Outcome:
     with store.transaction() as conn:
         view = store.load_view(conn, run)
         profiles = store.read_stream(conn, run, types=("ProfileRecorded",)) if view else []
-        beside = baseline_comparison(conn, run, view.run.stream_version) if view else None
-    if view is None:
-        from ledger.errors import InputError
-
-        raise InputError(f"run {run!r} is not in the ledger")
+        if view is None:
+            raise store.unknown_run(conn, run)
+        beside = baseline_comparison(conn, run, view.run.stream_version)
     r = view.run
     by_case = attribution_by_case(
         [p.payload_value() for p in profiles], r.best_kernel_sha256, [c.case_id for c in view.cases]

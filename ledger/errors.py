@@ -29,9 +29,11 @@ MAX_PROBLEMS = 20
 class InputProblems(InputError):
     """An input with one or more problems, every one listed (up to MAX_PROBLEMS), each
     naming its JSON path: `head: problem` for one, `head: N problems: a; b` for several.
-    `problems` are the lines a front end shows one by one, `details` the `--json` keys."""
+    `problems` are the lines a front end shows one by one, `details` the `--json` keys;
+    `hint`, when given, says how to proceed and ends the message (and is shown after the
+    lines)."""
 
-    def __init__(self, head: str, problems: list[str]) -> None:
+    def __init__(self, head: str, problems: list[str], hint: str = "") -> None:
         shown = [" ".join(p.split()) for p in problems[:MAX_PROBLEMS]]
         if len(problems) > MAX_PROBLEMS:
             shown.append(f"... and {len(problems) - MAX_PROBLEMS} more (fix these first)")
@@ -41,9 +43,12 @@ class InputProblems(InputError):
             message = f"{lead}{shown[0]}"
         else:
             message = f"{self.summary} " + "; ".join(shown)
-        super().__init__(message)
+        self.hint = " ".join(hint.split())
+        super().__init__(f"{message}. {self.hint}" if self.hint else message)
         self.problems = shown
-        self.details = {"problems": shown}
+        self.details: dict[str, object] = {"problems": shown}
+        if self.hint:
+            self.details["hint"] = self.hint
 
 
 class CoverageError(InputError):

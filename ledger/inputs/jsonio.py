@@ -193,6 +193,40 @@ def _check_depth(text: str, what: str, shown: str) -> None:
             depth -= 1
 
 
+NOTES_MARK = "//"
+"""How a template (`kernel-ledger template KIND`) marks its notes: a line starting with it.
+The notes document the format; the files the ledger reads are JSON, which has no comments,
+so a file that kept them is refused, naming their lines (`notes_refusal`)."""
+
+
+def note_lines(lines: list[str]) -> list[int]:
+    """The 1-based numbers of the lines that are `//` notes."""
+    return [n for n, line in enumerate(lines, start=1) if line.lstrip().startswith(NOTES_MARK)]
+
+
+def _spans(numbers: list[int]) -> str:
+    """`1, 4-6, 9` for [1, 4, 5, 6, 9]."""
+    out: list[str] = []
+    start = end = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == end + 1:
+            end = n
+            continue
+        out.append(str(start) if start == end else f"{start}-{end}")
+        if n is not None:
+            start = end = n
+    return ", ".join(out)
+
+
+def notes_refusal(what: str, shown: str, numbers: list[int]) -> InputError:
+    """The refusal of a file that kept a template's `//` note lines."""
+    where = f"line {numbers[0]}" if len(numbers) == 1 else f"lines {_spans(numbers)}"
+    return InputError(
+        f"{what} {shown} holds // notes on {where}: drop those lines (a template's // notes "
+        "document the format; the file itself is read as JSON, which has no comments)"
+    )
+
+
 def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -212,6 +246,9 @@ def parse_json_bytes(data: bytes, what: str, shown: str) -> Any:
         )
     except json.JSONDecodeError as exc:
         _refuse_depth(text, what, shown)
+        notes = note_lines(text.splitlines())
+        if notes:  # no JSON text has a line starting with //: these are a template's notes
+            raise notes_refusal(what, shown, notes) from None
         raise InputError(
             f"{what} {shown} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None

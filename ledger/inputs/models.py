@@ -182,13 +182,18 @@ def described(
     *,
     unit: str | None = None,
     example: Any = PydanticUndefined,
+    left_out: str | None = None,
 ) -> Any:
     """A field with its meaning (and unit, and the example the template shows): the one
     source of what the schema, the template and docs/inputs.md say about it
-    (ledger/inputs/schemas.py). Type and default come from the annotation and `default`."""
+    (ledger/inputs/schemas.py). Type and default come from the annotation and `default`.
+    `left_out`: for an optional field the template writes (it has an example), what happens
+    when it is left out; the template says so beside it."""
     extra: dict[str, Any] = {}
     if unit is not None:
         extra["unit"] = unit
+    if left_out is not None:
+        extra["left_out"] = left_out
     return Field(
         default,
         description=meaning,
@@ -202,8 +207,8 @@ class Rows:
     measurements are read only once its gate passed): `model` describes each of them (or
     the one object, with `many` False)."""
 
-    def __init__(self, model: str, *, many: bool = True) -> None:
-        self.name, self.many = model, many
+    def __init__(self, model: str, *, many: bool = True, left_out: str | None = None) -> None:
+        self.name, self.many, self.left_out = model, many, left_out
 
     @property
     def model(self) -> type[BaseModel]:
@@ -222,6 +227,8 @@ class Rows:
             schema["anyOf"] = [{"type": "array", "items": one}, {"type": "null"}]
         else:
             schema["items"] = one
+        if self.left_out is not None:
+            schema["left_out"] = self.left_out
 
 
 def inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -243,13 +250,21 @@ def inlined(schema: dict[str, Any]) -> dict[str, Any]:
     return walk(schema)
 
 
-def rows(model: Any, meaning: str, example: Any, *, default: Any = PydanticUndefined, many=True):
+def rows(
+    model: Any,
+    meaning: str,
+    example: Any,
+    *,
+    default: Any = PydanticUndefined,
+    many: bool = True,
+    left_out: str | None = None,
+):
     """A `described` field of unparsed objects that `model` describes (see `Rows`)."""
     return Field(
         default,
         description=meaning,
         examples=None if example is PydanticUndefined else [example],
-        json_schema_extra=Rows(model, many=many),  # type: ignore[arg-type]
+        json_schema_extra=Rows(model, many=many, left_out=left_out),  # type: ignore[arg-type]
     )
 
 
@@ -438,12 +453,15 @@ class MeasurementIn(_Open):
         f"to compute it from ({TIME_RANGE}).",
         unit="us",
         example=52.0,
+        left_out="the ledger then takes the median of the samples in samples_us or source "
+        "(give one of them)",
     )
     repeats: Count | None = described(
         None,
         "How many timed repeats the median is of; required with median_us alone (default: "
         "the number of samples).",
         example=50,
+        left_out="the ledger then counts the samples in samples_us or source (give one of them)",
     )
     samples_us: list[TimeUs] | None = described(
         None,
@@ -487,25 +505,39 @@ def _session_id(value: Any) -> Any:
     return {"id": value} if isinstance(value, str) else value
 
 
+def case_rows(
+    rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
+) -> tuple[dict[str, tuple[int, MeasurementIn]], list[tuple[int, str]]]:
+    """Each planned case's row and its index, and every problem with the index of the row
+    it is about (len(rows) for a planned case with no row): an unplanned case id, a case
+    measured twice, a planned case not measured."""
+    by_case: dict[str, tuple[int, MeasurementIn]] = {}
+    found: list[tuple[int, str]] = []
+    for index, row in enumerate(rows):
+        if row.case_id not in planned:
+            found.append((index, f"{field}[{index}].case_id {row.case_id!r} is not a planned case"))
+        elif row.case_id in by_case:
+            found.append(
+                (index, f"{field}[{index}].case_id {row.case_id!r} appears more than once")
+            )
+        else:
+            by_case[row.case_id] = (index, row)
+    found += [
+        (len(rows), f"{field} has no row for planned case {case!r}")
+        for case in planned
+        if case not in by_case
+    ]
+    return by_case, found
+
+
 def check_measurements(
     rows: Sequence[MeasurementIn], planned: Sequence[str], field: str
 ) -> dict[str, MeasurementIn]:
     """Exactly one row per planned case and no unplanned case ids (every problem listed)."""
-    by_case: dict[str, MeasurementIn] = {}
-    found = []
-    for index, row in enumerate(rows):
-        if row.case_id not in planned:
-            found.append(f"{field}[{index}].case_id {row.case_id!r} is not a planned case")
-        elif row.case_id in by_case:
-            found.append(f"{field}[{index}].case_id {row.case_id!r} appears more than once")
-        else:
-            by_case[row.case_id] = row
-    found += [
-        f"{field} has no row for planned case {case!r}" for case in planned if case not in by_case
-    ]
+    by_case, found = case_rows(rows, planned, field)
     if found:
-        raise InputProblems("", found)
-    return by_case
+        raise InputProblems("", [problem for _, problem in found])
+    return {case: row for case, (_, row) in by_case.items()}
 
 
 # --- run configuration (SPEC 2.1) --------------------------------------------------------
@@ -935,6 +967,7 @@ class RoundResult(_Open):
         "when its correctness gate passed, not read when it failed.",
         [{"case_id": "fp16-1024x1024", "median_us": 47.9, "repeats": 50}],
         default=None,
+        left_out="a candidate that failed its correctness gate is recorded as FAIL without them",
     )
     session: SessionIn | None = described(
         None,
@@ -1063,6 +1096,7 @@ class Artifact(_Closed):
         "sha256 of the file (64 hex digits); required for `kernel`, checked against the file "
         "for `case-matrix` when given.",
         example="0" * 64,
+        left_out="except on the `kernel` artifact, and the file is then not checked against it",
     )
 
 
@@ -1231,6 +1265,7 @@ class MatrixCase(_Open):
         'The case\'s result: "passed", or anything else (failed, skipped, error) for not '
         "passed; absent reads as passed unless `passed` is false.",
         example="passed",
+        left_out='the case then reads as passed, unless "passed" is false',
     )
     passed: bool | None = described(None, "false marks the case not passed.")
 

@@ -61,6 +61,17 @@ class NotSamples(InputError):
     reason: str = ""  # the message without the "samples file <path>" it starts with
 
 
+class MedianDisagrees(InputError):
+    """A row's `median_us` is not the median of its own samples."""
+
+
+MEDIAN_HINT = (
+    "median_us may be left out of a row with samples_us or source: the ledger then takes "
+    "the median of the samples itself, so there is no need to compute it"
+)
+"""How to proceed after a MedianDisagrees, said once after every row's problem."""
+
+
 @dataclass(frozen=True, slots=True)
 class SamplesSource:
     """Per-repeat times from one raw file, already in microseconds."""
@@ -259,7 +270,7 @@ def check_median_agrees(
     *,
     label: str = "median_us",
 ) -> None:
-    """Raise InputError unless `median_us` equals the median of `samples` within `rel_tol`.
+    """Raise MedianDisagrees unless `median_us` equals the median of `samples` within `rel_tol`.
 
     The default 1e-9 admits only floating-point round-off (unit conversion, the two middle
     values averaged in another order); a median rounded for display is a disagreement.
@@ -268,7 +279,7 @@ def check_median_agrees(
         raise ValueError("rel_tol must be in [0, 1)")
     computed = median(samples)
     if not math.isclose(median_us, computed, rel_tol=rel_tol, abs_tol=0.0):
-        raise InputError(
+        raise MedianDisagrees(
             f"{label} {median_us!r} disagrees with the median of its {len(samples)} samples "
             f"({computed!r}) by more than a relative {rel_tol:g}"
         )

@@ -83,6 +83,14 @@ class Entry:
         return extra.get("unit") if isinstance(extra, dict) else None  # type: ignore[return-value]
 
     @property
+    def left_out(self) -> str | None:
+        """What happens when an optional field the template writes is left out."""
+        extra = self.info.json_schema_extra
+        if isinstance(extra, models.Rows):
+            return extra.left_out
+        return extra.get("left_out") if isinstance(extra, dict) else None  # type: ignore[return-value]
+
+    @property
     def default(self) -> str:
         if self.required:
             return "required"
@@ -199,10 +207,12 @@ def _dumps(value: Any, indent: str) -> str:
 def _object(model: type[BaseModel], indent: str) -> str:
     inner = indent + "  "
     written = [e for e in entries(model) if e.written]
-    lines = [
-        f"{inner}{json.dumps(e.name)}: {_value(e, inner)}" + ("," if i < len(written) - 1 else "")
-        for i, e in enumerate(written)
-    ]
+    lines = []
+    for i, e in enumerate(written):
+        comma = "," if i < len(written) - 1 else ""
+        lines.append(f"{inner}{json.dumps(e.name)}: {_value(e, inner)}{comma}")
+        if not e.required and e.left_out:
+            lines.append(f"{inner}// {json.dumps(e.name)} may be left out: {e.left_out}.")
     for e in entries(model):
         if not e.written:
             lines += _notes(model, e, f"{inner}// optional ", f"{inner}//   ")
@@ -224,7 +234,10 @@ def _notes(model: type[BaseModel], entry: Entry, first: str, then: str) -> list[
 def template(kind: str) -> str:
     """A minimal valid example of `kind`, each optional field beside it as a `//` line."""
     model = model_of(kind)
-    head = f"// {kind}: {KINDS[kind][1]}. Lines starting with // are notes: drop them.\n"
+    head = (
+        f"// {kind}: {KINDS[kind][1]}. Lines starting with // are notes on the format, "
+        "not JSON: drop them.\n"
+    )
     return head + _object(model, "") + "\n"
 
 

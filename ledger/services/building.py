@@ -31,13 +31,13 @@ from ledger.core.events import (
     ValidationLinked,
 )
 from ledger.core.projections import RunView
-from ledger.errors import InputError
+from ledger.errors import InputError, InputProblems
 from ledger.inputs.jsonio import JsonFile, read_bytes
 from ledger.inputs.models import (
     MeasurementIn,
     RoundResult,
     ValidationEvidence,
-    check_measurements,
+    case_rows,
     check_validation,
     parse_measurements,
     resolve,
@@ -148,12 +148,30 @@ def measured_cases(
     rows: Sequence[MeasurementIn], planned: Sequence[str], base_dir: Path, field: str
 ) -> list[Measurement]:
     """One checked measurement per planned case, in plan order, raw sample files (relative
-    to `base_dir`) ingested."""
-    by_case = check_measurements(rows, planned, field)
-    index = {id(row): i for i, row in enumerate(rows)}
-    return [
-        _measurement(by_case[c], base_dir, f"{field}[{index[id(by_case[c])]}]") for c in planned
-    ]
+    to `base_dir`) ingested. A refusal lists every row's problem, in row order; where a
+    median disagrees with its samples it also says that median_us may be left out."""
+    by_case, found = case_rows(rows, planned, field)
+    measured: list[Measurement] = []
+    disagrees = False
+    for case in planned:
+        if case not in by_case:
+            continue
+        index, row = by_case[case]
+        try:
+            measured.append(_measurement(row, base_dir, f"{field}[{index}]"))
+        except InputError as exc:
+            from ledger.inputs import samples as raw
+
+            disagrees = disagrees or isinstance(exc, raw.MedianDisagrees)
+            listed = exc.problems if isinstance(exc, InputProblems) else [exc.message]
+            found += [(index, problem) for problem in listed]
+    if found:
+        from ledger.inputs.samples import MEDIAN_HINT
+
+        found.sort(key=lambda item: item[0])  # stable: a row's problems stay in order
+        hint = MEDIAN_HINT if disagrees else ""
+        raise InputProblems("", [problem for _, problem in found], hint=hint)
+    return measured
 
 
 def validation_event(round_no: int, kernel_sha256: str, ev: ValidationEvidence) -> ValidationLinked:

@@ -8,11 +8,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from ledger.core import decide
-from ledger.errors import InputError
+from ledger.errors import InputError, InputProblems
 from ledger.inputs.models import (
     DecideInput,
     MeasurementIn,
-    check_measurements,
+    case_rows,
     problems,
 )
 from ledger.integrity.hashing import canonical
@@ -22,7 +22,7 @@ def parse_input(value: Any, where: str) -> DecideInput:
     try:
         item = DecideInput.model_validate(value)
     except ValidationError as exc:
-        raise InputError(f"{where}: {problems(exc)[0]}") from None
+        raise InputProblems(where, problems(exc, model=DecideInput)) from None
     if not item.cases:
         raise InputError(f"{where}: cases must be a non-empty list")
     if len({c.id for c in item.cases}) != len(item.cases):
@@ -30,27 +30,35 @@ def parse_input(value: Any, where: str) -> DecideInput:
     return item
 
 
-def _side(rows: list[MeasurementIn], planned: list[str], field: str, where: str):
+def _side(rows: list[MeasurementIn], planned: list[str], field: str, found: list[str]):
+    """Each planned case's median and samples on one side; every problem of its rows is
+    added to `found`, in row order (a row with a problem gives no median), and whether a
+    median disagreed with its samples."""
     from ledger.inputs import samples as raw
 
-    try:
-        by_case = check_measurements(rows, planned, field)
-    except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+    by_case, bad = case_rows(rows, planned, field)
     medians, samples = [], []
+    disagrees = False
     for case in planned:
-        row = by_case[case]
+        if case not in by_case:
+            continue
+        index, row = by_case[case]
         if row.source is not None:
-            raise InputError(f"{where}: {field} rows take samples_us inline, not source files")
+            bad.append((index, f"{field}[{index}] takes samples_us inline, not a source file"))
+            continue
         values = list(row.samples_us) if row.samples_us else None
         if values is not None and row.median_us is not None:
             try:
-                raw.check_median_agrees(row.median_us, values, label=f"{field}.median_us")
-            except InputError as exc:
-                raise InputError(f"{where}: {exc}") from None
+                raw.check_median_agrees(row.median_us, values, label=f"{field}[{index}].median_us")
+            except raw.MedianDisagrees as exc:
+                bad.append((index, exc.message))
+                disagrees = True
+                continue
         medians.append(row.median_us if row.median_us is not None else raw.median(values or []))
         samples.append(values)
-    return medians, samples
+    bad.sort(key=lambda item: item[0])
+    found += [problem for _, problem in bad]
+    return medians, samples, disagrees
 
 
 def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
@@ -68,8 +76,14 @@ def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
     config = stats.StatisticsConfig.from_mapping(item.statistics)
     paired = item.reference is not None
     best_rows = item.reference if item.reference is not None else item.best
-    best, best_samples = _side(best_rows, planned, "reference" if paired else "best", where)
-    cand, cand_samples = _side(item.candidate, planned, "candidate", where)
+    found: list[str] = []
+    best_side = "reference" if paired else "best"
+    best, best_samples, best_off = _side(best_rows, planned, best_side, found)
+    cand, cand_samples, cand_off = _side(item.candidate, planned, "candidate", found)
+    if found:
+        from ledger.inputs.samples import MEDIAN_HINT
+
+        raise InputProblems(where, found, hint=MEDIAN_HINT if best_off or cand_off else "")
     across = not paired and stats.different_sessions(
         None if item.best_session is None else item.best_session.model_dump(mode="json"),
         None if item.session is None else item.session.model_dump(mode="json"),

@@ -13,7 +13,6 @@ from ledger.core import projections
 from ledger.core.events import Event
 from ledger.core.evidence import EVIDENCE_EVENT_TYPES
 from ledger.core.projections import RunView
-from ledger.errors import InputError
 from ledger.store.eventstore import NewEvent, Store, StoredEvent
 
 
@@ -100,8 +99,8 @@ class Session:
         """The run's projection (its row and cases), refused when the run is unknown."""
         with self.store.transaction() as conn:
             view = self.store.load_view(conn, run_id)
-        if view is None:
-            raise InputError(f"run {run_id!r} is not in the ledger")
+            if view is None:
+                raise self.store.unknown_run(conn, run_id)
         return view
 
     def state(
@@ -112,17 +111,17 @@ class Session:
         types = EVIDENCE_EVENT_TYPES if evidence_only else None
         with self.store.transaction() as conn:
             view = self.store.load_view(conn, run_id)
-            stream = self.store.read_stream(conn, run_id, types=types) if view is not None else []
-        if view is None:
-            raise InputError(f"run {run_id!r} is not in the ledger")
+            if view is None:
+                raise self.store.unknown_run(conn, run_id)
+            stream = self.store.read_stream(conn, run_id, types=types)
         return view, stream
 
     def full_view(self, run_id: str) -> RunView:
         """The run's whole stored projection, its rounds and profiles too."""
         with self.store.transaction() as conn:
             view = self.store.stored_projection(conn, run_id)
-        if view is None:
-            raise InputError(f"run {run_id!r} is not in the ledger")
+            if view is None:
+                raise self.store.unknown_run(conn, run_id)
         return view
 
 

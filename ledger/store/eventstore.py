@@ -400,6 +400,7 @@ class Store(Database):
     save_view = staticmethod(projection_rows.save_view)
     stored_projection = staticmethod(projection_rows.stored_projection)
     all_run_ids = staticmethod(projection_rows.all_run_ids)
+    unknown_run = staticmethod(projection_rows.unknown_run)
     clear_projections = staticmethod(projection_rows.clear_projections)
 
     # --- blobs ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select
 
 from ledger.core.projections import CaseRow, ProfileRow, RoundRow, RunRow, RunView, row_fields
+from ledger.errors import InputError
 from ledger.store.driver import fetch
 from ledger.store.history import ROUND_BOOLEANS, ROUND_COLUMNS
 from ledger.store.tables import profiles, rounds, run_cases, runs
@@ -52,6 +53,19 @@ def save_view(conn: Connection, before: RunView | None, after: RunView) -> None:
 
 def all_run_ids(conn: Connection) -> list[str]:
     return list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
+
+
+def unknown_run(conn: Connection, run_id: str) -> InputError:
+    """The refusal of a run id the ledger does not hold. Where a run it holds is a likely
+    typo of it (`l2norm-01` for `l2norm-001`) or the one run it begins, it names that run."""
+    import difflib
+
+    known = all_run_ids(conn)
+    near = difflib.get_close_matches(run_id, known, n=1, cutoff=0.8)
+    if not near and run_id:
+        near = [r for r in known if r.startswith(run_id)]
+    hint = f"; did you mean {near[0]!r}? (`status` lists the runs)" if len(near) == 1 else ""
+    return InputError(f"run {run_id!r} is not in the ledger{hint}")
 
 
 def stored_projection(conn: Connection, run_id: str) -> RunView | None:

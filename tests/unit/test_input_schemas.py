@@ -78,3 +78,19 @@ def test_the_reference_expands_a_field_of_one_object_or_a_list():
     assert (
         "| `profile.case_id` | string |  | null | The planned case the profile ran. |" in reference
     )
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_optional_field_a_template_writes_says_what_leaving_it_out_does(kind):
+    """A key the template writes but a file may leave out says so beside it, in a `//`
+    line the reader refuses like every note (a file's JSON is the template without them)."""
+    found: set = set()
+    _models(KINDS[kind][0], found)
+    text = template(kind)
+    for model in found:
+        for entry in entries(model):
+            if entry.written and not entry.required:
+                assert entry.left_out, f"{model.__name__}.{entry.name} has no left_out"
+    for line in text.splitlines():
+        if "may be left out" in line:
+            assert line.lstrip().startswith('// "') and line.endswith("."), line
