@@ -65,11 +65,16 @@ class MedianDisagrees(InputError):
     """A row's `median_us` is not the median of its own samples."""
 
 
-MEDIAN_HINT = (
-    "median_us may be left out of a row with samples_us or source: the ledger then takes "
-    "the median of the samples itself, so there is no need to compute it"
-)
-"""How to proceed after a MedianDisagrees, said once after every row's problem."""
+def median_hint(sources: str = "samples_us or source") -> str:
+    """How to proceed after a MedianDisagrees, said once after every row's problem; `sources`
+    names what a row may carry its samples in (`decide` takes `samples_us` only)."""
+    return (
+        f"median_us may be left out of a row with {sources}: the ledger then takes the "
+        "median of the samples itself, so there is no need to compute it"
+    )
+
+
+MEDIAN_HINT = median_hint()
 
 
 @dataclass(frozen=True, slots=True)

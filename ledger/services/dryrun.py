@@ -81,9 +81,10 @@ def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
     best, best_samples, best_off = _side(best_rows, planned, best_side, found)
     cand, cand_samples, cand_off = _side(item.candidate, planned, "candidate", found)
     if found:
-        from ledger.inputs.samples import MEDIAN_HINT
+        from ledger.inputs.samples import median_hint
 
-        raise InputProblems(where, found, hint=MEDIAN_HINT if best_off or cand_off else "")
+        hint = median_hint("samples_us") if best_off or cand_off else ""
+        raise InputProblems(where, found, hint=hint)
     across = not paired and stats.different_sessions(
         None if item.best_session is None else item.best_session.model_dump(mode="json"),
         None if item.session is None else item.session.model_dump(mode="json"),

@@ -224,7 +224,9 @@ def test_round_remeasure_and_decide_rows_list_every_problem(cli, tmp_path, monke
         "a relative 1e-09\n"
         "  candidate[0].median_us 4.0 disagrees with the median of its 3 samples (5.0) by more "
         "than a relative 1e-09\n"
-        "  candidate[1].case_id 'fp16-1024x1024' appears more than once\n" + HINT + "\n"
+        "  candidate[1].case_id 'fp16-1024x1024' appears more than once\n"
+        + HINT.replace("samples_us or source", "samples_us")  # decide takes samples inline
+        + "\n"
     )
 
 
