@@ -15,14 +15,14 @@ with its exact exit codes and output, on SQLite and PostgreSQL:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
+import template_kit
+from template_kit import digest, from_template, put, template
 
 from ledger.harness.measure import Harness
-from ledger.inputs.schemas import strip_notes
 
 SKILL = Path(__file__).resolve().parents[2] / "cli" / "skilldata" / "SKILL.md"
 CASES = ["fp32-64x128", "fp32-512x1024", "fp16-4096x4096"]
@@ -33,40 +33,9 @@ HINT = (
 )
 
 
-def template(cli, kind: str) -> str:
-    result = cli("template", kind, db=False)
-    assert (result.exit_code, result.stderr) == (0, "")
-    return result.stdout
-
-
-def from_template(cli, kind: str) -> dict:
-    return json.loads(strip_notes(template(cli, kind)))
-
-
-def put(path: str, value) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(value if isinstance(value, str) else json.dumps(value, indent=1))
-    return target
-
-
-def digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def validation(cli, folder: str, kernel: str, run_id: str) -> str:
     """A passed manifest and case matrix for `kernel` on every case, from their templates."""
-    matrix = from_template(cli, "case-matrix")
-    matrix["kernel"]["sha256"] = digest(kernel)
-    matrix["cases"] = [{"id": case, "status": "passed"} for case in CASES]
-    put(f"{folder}/case-matrix.json", matrix)
-    manifest = from_template(cli, "manifest")
-    manifest["run_id"] = run_id
-    manifest["parent_run_id"] = RUN
-    manifest["artifacts"][0]["uri"] = "../../" + kernel
-    manifest["artifacts"][0]["sha256"] = digest(kernel)
-    put(f"{folder}/manifest.json", manifest)
-    return f"{folder}/manifest.json"
+    return template_kit.validation(cli, folder, kernel, run_id, cases=CASES, parent=RUN)
 
 
 def measured(raw_dir: str, kernels: dict[str, float], reference: float | None = None) -> dict:

@@ -5,42 +5,7 @@ record, noise and analyze, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
-
-from ledger.inputs.schemas import strip_notes
-
-
-def from_template(cli, kind: str) -> dict:
-    result = cli("template", kind, db=False)
-    assert result.exit_code == 0, result.stderr
-    return json.loads(strip_notes(result.stdout))
-
-
-def put(path: str, value) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(value, indent=1) if not isinstance(value, str) else value)
-    return target
-
-
-def digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def validation(cli, folder: str, kernel: str, run_id: str) -> str:
-    """A manifest and case matrix, from their templates, vouching for `kernel`."""
-    matrix = from_template(cli, "case-matrix")
-    matrix["kernel"]["sha256"] = digest(kernel)
-    put(f"{folder}/case-matrix.json", matrix)
-    manifest = from_template(cli, "manifest")
-    manifest["run_id"] = run_id
-    kernel_artifact = manifest["artifacts"][0]
-    kernel_artifact["uri"] = "../../" + kernel
-    kernel_artifact["sha256"] = digest(kernel)
-    put(f"{folder}/manifest.json", manifest)
-    return f"{folder}/manifest.json"
+from template_kit import digest, from_template, put, validation
 
 
 def test_a_campaign_from_the_templates_alone(cli, tmp_path, monkeypatch):
