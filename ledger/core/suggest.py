@@ -50,11 +50,13 @@ FAILED = ("FAIL", "DISCARD")
 
 # (family, its class, the pattern of op names in it), most specific first
 _OP_FAMILIES = (
+    # first: vLLM's "reshape_and_cache_flash" writes a KV cache, it attends to nothing
+    ("data-movement", "streaming", r"reshape"),
     ("attention", "contraction", r"attn|attention|flash|sdpa"),
     ("matmul", "contraction", r"matmul|gemm|gemv|matvec|mm\b|mv\b|linear|bmm|dot|moe"),
     ("convolution", "convolution", r"conv"),
     ("softmax", "row-wise", r"softmax|entropy|logsumexp|\blse\b"),
-    ("normalization", "row-wise", r"norm"),
+    ("normalization", "row-wise", r"norm|^(ln|gn|bn)([_-]|$)"),
     (
         "reduction",
         "row-wise",
@@ -62,7 +64,11 @@ _OP_FAMILIES = (
     ),
     # before data movement: "rotary_embedding" applies a rotation, it gathers nothing
     ("elementwise", "streaming", r"rotary|rope|pos_emb|quant|cast"),
-    ("data-movement", "streaming", r"transpose|permute|copy|gather|scatter|embed|index|concat"),
+    (
+        "data-movement",
+        "streaming",
+        r"transpose|permute|copy|gather|scatter|embed|index|concat|cache",
+    ),
     (
         "elementwise",
         "streaming",
