@@ -23,6 +23,8 @@ COMMAND = Command(
     agents: one process, the ledger opened once. Results are the objects --json prints.
     Every path a tool names must lie inside the folder it runs in, a root its client
     declares or an --allow-path folder; one outside is a tool error, nothing read or written.
+    A relative --db or KERNEL_LEDGER_DB is relative to the folder the server runs in. Needs
+    the MCP SDK: pip install 'kernel-ledger[mcp]'.
 
     Example: kernel-ledger --db sqlite:///ledger.sqlite3 mcp
     """,

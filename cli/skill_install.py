@@ -13,6 +13,7 @@ FILES = (
     "references/commands.md",
     "references/decisions.md",
     "references/inputs.md",
+    "references/measuring.md",
     "references/mechanisms.md",
     "mcp.json",
     "scripts/measure.py",
@@ -28,7 +29,23 @@ def shipped(name: str) -> bytes:
     if name in FROM_MODULES:
         package, file = FROM_MODULES[name]
         return files(package).joinpath(file).read_bytes()
-    return files("cli").joinpath("skilldata", *name.split("/")).read_bytes()
+    data = files("cli").joinpath("skilldata", *name.split("/")).read_bytes()
+    return _with_this_executable(data) if name == "mcp.json" else data
+
+
+def _with_this_executable(data: bytes) -> bytes:
+    """mcp.json naming the kernel-ledger this skill was installed by, by its absolute path
+    where it lies beside the running interpreter (a venv's bin/): an MCP client starts the
+    server without the venv on its PATH."""
+    import sys
+
+    script = Path(sys.executable).with_name("kernel-ledger")
+    if not script.is_file():
+        return data
+    import json
+
+    named = f'"command": {json.dumps(str(script), ensure_ascii=False)}'
+    return data.replace(b'"command": "kernel-ledger"', named.encode())
 
 
 def install(env: Env, folder: str, check: bool) -> Outcome:

@@ -43,9 +43,16 @@ How it measures, and why:
 * **The session is recorded**: an id, the device (GPU uuid where torch reports one), the host
   and the start time, written with every sample file and into the round's fragment.
 
-The "wall" timer (time.perf_counter_ns around a call, no flush) exists for machines without
-a GPU, such as Triton's interpreter (TRITON_INTERPRET=1) in tests; its numbers are no
-evidence of device speed and the files say which timer made them.
+The "wall" timer (time.perf_counter_ns, no flush) is for kernels that run on the host (numpy,
+a CPU build) and for machines without a GPU, such as Triton's interpreter
+(TRITON_INTERPRET=1) in tests, whose numbers are no evidence of device speed; the files say
+which timer made them. A host call of a few microseconds timed alone reads mostly the
+timer and the call's own start-up (cold single calls of a 20 us numpy kernel spread over
+15-40% CV), so one wall sample is the mean of `calls_per_sample` back-to-back calls: by
+default (`calls_per_sample=None`) the smallest of 1, 2, 5, 10, 20, 50, ... calls that take
+at least 2 ms together, chosen per case after the warm-up from its slowest kernel, the same
+for every kernel of the case. Each measurement row and raw file says how many calls a
+sample is of (`calls_per_sample`).
 """
 
 from __future__ import annotations
@@ -62,6 +69,8 @@ from pathlib import Path
 from typing import Any
 
 TIMERS = ("cuda", "wall")
+WALL_SAMPLE_S = 0.002  # a wall sample lasts at least this long (calls_per_sample=None)
+MAX_CALLS_PER_SAMPLE = 100_000
 FLUSH_BYTES = 256 * 1024 * 1024  # read before each sample: several times any current L2
 
 
@@ -155,21 +164,45 @@ class _CudaClock:
 
 
 class _WallClock:
-    """perf_counter around each call: for machines without a GPU; not device evidence."""
+    """perf_counter around `calls` back-to-back calls, the mean their sample: for host
+    kernels and machines without a GPU."""
 
     def flush(self) -> None:
         return None
 
-    def sample(self, fn: Callable[[], Any], into: list[float]) -> None:
+    def sample(self, fn: Callable[[], Any], into: list[float], calls: int = 1) -> None:
         start = time.perf_counter_ns()
-        fn()
-        into.append((time.perf_counter_ns() - start) / 1000.0)
+        for _ in range(calls):
+            fn()
+        into.append((time.perf_counter_ns() - start) / 1000.0 / calls)
+
+    @staticmethod
+    def calls_for(kernels: list[Callable[[], Any]]) -> int:
+        """The smallest of 1, 2, 5, 10, 20, ... calls of the slowest kernel that take at
+        least WALL_SAMPLE_S together (the slowest: a candidate 100x slower than its
+        reference must not take 100x the time per sample)."""
+        steps = (1, 2, 5)
+        scale = 1
+        while True:
+            for step in steps:
+                calls = step * scale
+                slowest = max(_timed(fn, calls) for fn in kernels)
+                if slowest >= WALL_SAMPLE_S or calls >= MAX_CALLS_PER_SAMPLE:
+                    return calls
+            scale *= 10
 
     def collect(self) -> None:
         return None
 
     def settle(self, seconds: float) -> None:
         return None
+
+
+def _timed(fn: Callable[[], Any], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return time.perf_counter() - start
 
 
 @dataclass
@@ -181,6 +214,7 @@ class Result:
     samples: dict[str, dict[str, list[float]]]  # role -> case -> samples (us)
     batches: int = 0
     looks: list[dict[str, Any]] = field(default_factory=list)  # what `until` answered
+    calls_per_sample: dict[str, int] = field(default_factory=dict)  # wall timer: per case
 
     @property
     def repeats(self) -> int:
@@ -192,6 +226,8 @@ class Result:
             values = self.samples[role][case_id]
             row: dict[str, Any] = {"case_id": case_id, "repeats": len(values),
                                    "samples_us": list(values)}  # fmt: skip
+            if case_id in self.calls_per_sample:
+                row["calls_per_sample"] = self.calls_per_sample[case_id]
             if raw_dir is not None:
                 row["source"] = str(raw_dir / role / f"{_file_name(case_id)}.json")
             rows.append(row)
@@ -229,6 +265,8 @@ class Result:
                     "role": role,
                     "session": self.session.as_dict(),
                 }
+                if case_id in self.calls_per_sample:
+                    document["calls_per_sample"] = self.calls_per_sample[case_id]
                 path = folder / role / f"{_file_name(case_id)}.json"
                 path.write_text(json.dumps(document, indent=1) + "\n")
         return self.fragment(reference_sha256, folder)
@@ -247,11 +285,23 @@ class Harness:
         flush_bytes: int = FLUSH_BYTES,
         session_id: str | None = None,
         settle_seconds: float = 0.5,
+        calls_per_sample: int | None = None,
     ) -> None:
         if timer is None:
             timer = "cuda" if _cuda_available() else "wall"
         if timer not in TIMERS:
             raise ValueError(f"timer must be one of {', '.join(TIMERS)}, not {timer!r}")
+        if calls_per_sample is not None:
+            if isinstance(calls_per_sample, bool) or not isinstance(calls_per_sample, int):
+                raise ValueError("calls_per_sample must be a whole number or None")
+            if not 1 <= calls_per_sample <= MAX_CALLS_PER_SAMPLE:
+                raise ValueError(f"calls_per_sample must be 1 to {MAX_CALLS_PER_SAMPLE}")
+            if timer == "cuda" and calls_per_sample != 1:
+                raise ValueError(
+                    "calls_per_sample is for the wall timer: a CUDA sample is one launch, "
+                    "the L2 flushed before it"
+                )
+        self.calls_per_sample = calls_per_sample
         self.timer = timer
         self.clock = _CudaClock(flush_bytes) if timer == "cuda" else _WallClock()
         device, name = _device_identity(timer)
@@ -321,6 +371,11 @@ class Harness:
                 for _ in range(warmup):
                     fn()
         self.clock.collect()
+        if isinstance(self.clock, _WallClock):
+            for case_id, kernels in self.cases.items():
+                result.calls_per_sample[case_id] = self.calls_per_sample or self.clock.calls_for(
+                    list(kernels.values())
+                )
         self._batch(result, 1, 0)  # the discarded first pass
         for by_case in result.samples.values():
             for samples in by_case.values():
@@ -349,8 +404,12 @@ class Harness:
                 order = list(kernels.items())
                 if index % 2:
                     order.reverse()
+                calls = result.calls_per_sample.get(case_id)
                 for role, fn in order:
-                    self.clock.sample(fn, result.samples[role][case_id])
+                    if calls is None:
+                        self.clock.sample(fn, result.samples[role][case_id])
+                    else:
+                        self.clock.sample(fn, result.samples[role][case_id], calls)
         self.clock.collect()
 
 

@@ -70,8 +70,12 @@ def plan_from_the_harness(cli) -> dict:
 def test_the_skill_says_how_to_measure_the_baseline_and_plan_takes_it(cli, tmp_path, monkeypatch):
     text = SKILL.read_text()
     assert "Measure the baseline with\n   `scripts/measure.py` (below)" in text
-    assert "For the **baseline**, add each case with only the\nstarting kernel" in text
-    assert "needs no\n`median_us` or `repeats`: the ledger computes them" in text
+    assert "[Measuring](references/measuring.md) shows how,\nfor the baseline too" in text
+    measuring = " ".join((SKILL.parent / "references" / "measuring.md").read_text().split())
+    assert "## The baseline Add each case with only the starting kernel, as `candidate`" in (
+        measuring
+    )
+    assert "needs no `median_us` or `repeats`: the ledger computes them" in measuring
     monkeypatch.chdir(tmp_path)
     config = plan_from_the_harness(cli)
     assert all("median_us" not in row for row in config["baseline"])

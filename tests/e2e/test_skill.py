@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,9 @@ def test_fresh_install_parses_and_names_only_real_commands(tmp_path):
                 )
     assert named and named <= known, named - known
     entry = json.loads((skill / "mcp.json").read_text())["mcpServers"]["kernel-ledger"]
-    assert entry["command"] == "kernel-ledger" and entry["args"] == ["mcp"]
+    # the kernel-ledger beside the interpreter that installed it: a client's PATH lacks it
+    assert entry["command"] == str(Path(sys.executable).with_name("kernel-ledger"))
+    assert Path(entry["command"]).is_file() and entry["args"] == ["mcp"]
 
 
 def test_check_tells_whether_the_copy_is_current(tmp_path):
@@ -202,21 +205,25 @@ def test_the_harness_is_installed_from_the_package_module(tmp_path):
     assert "scripts/measure.py" in (skill / "SKILL.md").read_text()
 
 
-def test_the_measuring_example_runs_from_the_installed_script(tmp_path):
-    """The skill's Python example, run as written with the installed scripts/measure.py
-    (no GPU here: the harness falls back to its wall timer and says so)."""
+def test_the_measuring_examples_run_from_the_installed_script(tmp_path):
+    """references/measuring.md's round and baseline examples, run as written with the
+    installed scripts/measure.py (no GPU here: the harness falls back to its wall timer
+    and says so, each sample the mean of enough calls); the sequential one compiles."""
     import subprocess
-    import sys
 
     skill = installed(tmp_path)
-    text = (skill / "SKILL.md").read_text()
-    (example,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert "references/measuring.md" in (skill / "SKILL.md").read_text()
+    text = (skill / "references" / "measuring.md").read_text()
+    round_example, baseline, sequential = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    compile(sequential, "measuring.md", "exec")
     program = (
         "import json, sys\n"
         f"sys.path.insert(0, {str(skill / 'scripts')!r})\n"
         "def run_candidate(): return sum(range(200))\n"
         "def run_best(): return sum(range(400))\n"
-        "best_sha = 'a' * 64\n" + example + "print(json.dumps(fragment))\n"
+        "cases = {'fp16-4096': (run_candidate, run_best)}\n"
+        "best_sha = 'a' * 64\n" + round_example + "print(json.dumps(fragment))\n"
+        "cases = {'fp16-4096': run_best}\n" + baseline + "print(json.dumps(fragment))\n"
     )
     done = subprocess.run(
         [sys.executable, "-I", "-c", program],
@@ -226,8 +233,10 @@ def test_the_measuring_example_runs_from_the_installed_script(tmp_path):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    fragment = json.loads(done.stdout)
+    fragment, base = (json.loads(line) for line in done.stdout.splitlines())
     assert set(fragment) >= {"session", "measurements", "reference"}
     assert [m["case_id"] for m in fragment["measurements"]] == ["fp16-4096"]
     assert fragment["session"]["timer"] == "wall"
+    assert fragment["measurements"][0]["calls_per_sample"] > 1  # a call of microseconds
     assert (tmp_path / "runs" / "r1" / "raw").is_dir()
+    assert "reference" not in base and (tmp_path / "runs" / "baseline" / "raw").is_dir()

@@ -119,3 +119,44 @@ def test_bad_settings_are_refused():
         harness.run(repeats=5, until=lambda r: 0)
     with pytest.raises(ValueError, match="timer must be one of"):
         Harness(timer="sundial")
+
+
+def test_a_wall_sample_is_the_mean_of_enough_calls(tmp_path: Path):
+    """A host call of a few microseconds is timed in bursts long enough to outweigh the
+    timer; a call slower than the burst length is timed alone; the files say which."""
+    import time
+
+    values = list(range(64))
+    harness = Harness(timer="wall", settle_seconds=0.0)
+    harness.add_case("fast", candidate=lambda: sum(values), reference=lambda: sum(values))
+    harness.add_case("slow", candidate=lambda: time.sleep(0.003), reference=lambda: None)
+    result = harness.run(repeats=3, warmup=1)
+    fast, slow = result.calls_per_sample["fast"], result.calls_per_sample["slow"]
+    assert fast >= 10 and str(fast).strip("0") in ("1", "2", "5")
+    assert slow == 1  # its slowest kernel takes longer than a burst: timed alone
+    fragment = result.write(tmp_path / "raw")
+    rows = {m["case_id"]: m for m in fragment["measurements"]}
+    assert rows["fast"]["calls_per_sample"] == fast
+    written = json.loads(Path(rows["fast"]["source"]).read_text())
+    assert written["calls_per_sample"] == fast
+    assert all(s < 1000 for s in result.samples["candidate"]["fast"])  # a mean, in us
+
+
+def test_a_fixed_number_of_calls_per_sample(tmp_path: Path):
+    harness = Harness(timer="wall", settle_seconds=0.0, calls_per_sample=7)
+    count = []
+    harness.add_case("c", candidate=lambda: count.append(1))
+    result = harness.run(repeats=4, warmup=2)
+    # warm-up 2, the discarded first pass 7, then 4 samples of 7 calls
+    assert len(count) == 2 + 7 + 4 * 7
+    assert result.calls_per_sample == {"c": 7}
+    assert result.fragment()["measurements"][0]["calls_per_sample"] == 7
+
+
+def test_calls_per_sample_is_checked():
+    for bad in (0, -1, 2.5, True, 10**9):
+        with pytest.raises(ValueError, match="calls_per_sample"):
+            Harness(timer="wall", calls_per_sample=bad)
+    if ON_GPU:
+        with pytest.raises(ValueError, match="for the wall timer"):
+            Harness(timer="cuda", calls_per_sample=5)
