@@ -252,3 +252,57 @@ def test_the_router_returns_the_top_experts_and_split_sums_add_up() -> None:
         env=env, timeout=300, cwd=REPO / "examples" / "kernel-corpus",
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+OPS8 = ("group_quant_fp8", "dropout_add", "bmm", "segment_mean")
+
+
+def test_the_ops8_variants_name_one_vocabulary_entry_each() -> None:
+    sys.path.insert(0, str(REPO / "examples" / "kernel-corpus"))
+    import importlib
+
+    from ledger.core.mechanisms import classify
+
+    for name in OPS8:
+        op = importlib.import_module(f"ops.{name}")
+        assert name == op.NAME and 4 <= len(op.VARIANTS) <= 6
+        assert len(op.CASES) == len(op.CASES_2) == 4
+        assert all("tiny" in c for c in op.CASES + op.CASES_2)
+        assert {c["id"] for c in op.CASES}.isdisjoint(c["id"] for c in op.CASES_2)
+        found = [classify(v["mechanism"], None).entry for v in op.VARIANTS]
+        assert "other" not in found and len(set(found)) == len(found), (name, found)
+
+
+OPS8_CHECKS = """
+import torch
+from ops import dropout_add as do, group_quant_fp8 as gq, segment_mean as sg
+# the float64 e4m3 rounding of the fp8 reference is torch's float8_e4m3fn cast
+y = torch.cat([torch.randn(4000, dtype=torch.float64) * 100, torch.tensor([17.0, -1.0625,
+               0.003, 447.9, 0.0, 2.0**-9, 125.7])]).clamp(-448, 448)  # fmt: skip
+assert torch.equal(gq.e4m3(y), y.to(torch.float8_e4m3fn).double())
+# dropout: the kept mask is the reference's Philox stream exactly, at about 1 - p
+x = do.make_inputs([9, 500], torch.float32, 4, "cpu")
+x["residual"].zero_()
+for extra in ({}, {"BLOCK": 256, "PERSISTENT": True}):
+    got = do.launch({**do.BASELINE["params"], "sms": 2, **extra}, x)
+    assert torch.equal(got != 0, do.keep_mask(x) & (x["x"] != 0))
+    assert torch.allclose(got.double(), do.reference(x), rtol=1e-6, atol=0)
+assert abs(float(do.keep_mask(x).double().mean()) - (1 - do.P)) < 0.02
+# segment mean: the split parts, and the longest-first order, add up to the same means
+x = sg.make_inputs([300, 7, 40], torch.float32, 2, "cpu")
+assert int(x["cu"][-1]) == 300 and bool((x["cu"][1:] > x["cu"][:-1]).all())
+for extra in ({}, {"SPLIT": 8}, {"SPLIT": 3, "ORDER": True}):
+    for _ in range(2):  # the atomic partials start from zero every launch
+        got = sg.launch({**sg.BASELINE["params"], **extra}, x)
+        assert torch.allclose(got.double(), sg.reference(x), rtol=1e-5, atol=1e-6)
+print("ok")
+"""
+
+
+def test_the_ops8_references_and_their_split_and_seeded_kernels() -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", OPS8_CHECKS], capture_output=True, text=True,
+        env=env, timeout=300, cwd=REPO / "examples" / "kernel-corpus",
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
