@@ -258,12 +258,12 @@ CORPUS = ROOT / "examples" / "kernel-corpus" / "corpus"
 
 
 def test_the_h200_corpus_imports_verifies_and_answers(cli):
-    """The committed corpus (35 runs captured on H200s, their bundles as exported there)
+    """The committed corpus (43 runs captured on H200s, their bundles as exported there)
     imports into a fresh ledger on both backends and verifies (a numpy other than the
     device's may warn, never fail); suggest for a run of it finds the other run of the
     same op the most similar and warns of what was discarded there."""
     bundles = sorted(CORPUS.glob("capture-*/bundles/*.bundle.jsonl"))
-    assert len(bundles) == 35
+    assert len(bundles) == 43
     assert cli("import", *bundles).exit_code == 0
     verified = cli("verify", "--json")
     assert verified.exit_code == 0, verified.stdout
