@@ -8,7 +8,25 @@ from cli.output import pct, say, table
 
 def compare(env: Env, run: str, rounds: list[int]) -> Outcome:
     result = env.service().compare(run, rounds[0], rounds[1])
+    result["notes"] = _notes(result)
     return Outcome({"status": "ok", **result}, result)
+
+
+def _notes(result) -> list[str]:
+    """What the medians compared are not: one session, the sides a decision compared."""
+    notes = []
+    sa, sb = result["sessions"]
+    if sa and sb and sa != sb:
+        notes.append(
+            f"these are the medians each round recorded, in two sessions ({sa}, {sb}); "
+            "no drift between them is accounted for"
+        )
+    for n in result["decided_on_reference"]:
+        notes.append(
+            f"round {n} was decided against its parent measured in its own session "
+            f"(kernel-ledger show --run {result['run_id']} --round {n})"
+        )
+    return notes
 
 
 def say_compare(out: Outcome, args) -> None:
@@ -29,17 +47,8 @@ def say_compare(out: Outcome, args) -> None:
         )
     )
     say(f"weighted improvement of round {b} over round {a}: {pct(result['relative_improvement'])}")
-    sa, sb = result["sessions"]
-    if sa and sb and sa != sb:
-        say(
-            f"note: these are the medians each round recorded, in two sessions ({sa}, {sb}); "
-            "no drift between them is accounted for"
-        )
-    for n in result["decided_on_reference"]:
-        say(
-            f"note: round {n} was decided against its parent measured in its own session "
-            f"(kernel-ledger show --run {result['run_id']} --round {n})"
-        )
+    for note in result["notes"]:
+        say(f"note: {note}")
 
 
 COMMAND = Command(
@@ -67,6 +76,7 @@ COMMAND = Command(
     returns="`status`, `run_id`, `round_a`, `round_b`, `sessions` (each side's session id, "
     "null where not named), `decided_on_reference` (the rounds decided on a same-session "
     "reference, not on these medians), `cases` (each case's `weight`, `a_median_us`, "
-    "`b_median_us` and `relative_change`), `relative_improvement`",
+    "`b_median_us` and `relative_change`), `relative_improvement`, `notes` (why these medians "
+    "may not compare like for like: two sessions, a round decided on a reference)",
     tool=True,
 )

@@ -118,6 +118,7 @@ def test_a_reference_decides_and_a_cross_session_keep_must_clear_the_drift(cli, 
     body = cli("compare", "--run", campaign.run_id, "--round", "1", "--round", "2", "--json")
     assert body.json()["sessions"] == ["s-round-1", "s-round-2"]
     assert body.json()["decided_on_reference"] == [2]
+    assert [f"note: {n}\n" for n in body.json()["notes"]] == compared.stdout.splitlines(True)[-2:]
     listed = cli("history", "--run", campaign.run_id).stdout
     assert "session" in listed.splitlines()[0] and "s-round-1" in listed
 
