@@ -1,6 +1,7 @@
 """Why a round got its decision, in words: one sentence from the stored decision event.
 
-    explain(decided, failed_cases=...) -> Explanation   the rule that fired, with its numbers
+    explain(decided, failed_cases=..., reference_us=...) -> Explanation   the rule that
+                                                 fired, with its numbers
     noise_summary(events)              -> NoiseSummary  A/A pairs, drift and thresholds
     GLOSSARY                                             every flag the ledger writes
 
@@ -116,21 +117,36 @@ class Explanation:
         return self.sentence + (f" Flags: {', '.join(self.flags)}." if self.flags else "")
 
 
-def _worst_case(d: RoundDecided) -> str | None:
+def _worst_case(d: RoundDecided, reference_us: Sequence[float] | None) -> str | None:
+    """The case of the largest regression, against the medians the decision compared: the
+    round's same-session reference where it had one (the controller compares a candidate
+    with its reference whenever the round carries one), else the best kernel's stored
+    medians. A decision on a reference (statistics.sides "reference") whose medians the
+    caller could not give names no case rather than one from the wrong comparison."""
     if d.candidate_medians_us is None or not d.case_ids:
         return None
-    best = d.best_before.medians_us
+    if reference_us is None and (d.statistics or {}).get("sides") == "reference":
+        return None
+    best = list(reference_us) if reference_us is not None else d.best_before.medians_us
     if len(best) != len(d.candidate_medians_us) or len(best) != len(d.case_ids):
         return None
     changes = [(c - b) / b for b, c in zip(best, d.candidate_medians_us, strict=True)]
     return d.case_ids[max(range(len(changes)), key=changes.__getitem__)]
 
 
-def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None) -> Explanation:
+def explain(
+    decided: RoundDecided,
+    *,
+    failed_cases: Sequence[str] | None = None,
+    reference_us: Sequence[float] | None = None,
+) -> Explanation:
     """One sentence: the rule that fired for this round, with its numbers.
 
     `failed_cases` names the cases the round's case matrix marks as not passed, where the
     caller could still read that (hash-checked) file; None when it could not.
+    `reference_us` are the medians of the round's same-session reference (its
+    MeasurementsRecorded with role "reference"), which a decision on a reference compared
+    the candidate with; None when the round had none or the caller did not read it.
     """
     d = decided
     rules = contract(d.contract)
@@ -140,7 +156,7 @@ def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None)
         return Explanation(d.round, d.decision, "validation", sentence, flags, None)
     i, r = d.relative_improvement, d.worst_case_regression
     assert r is not None
-    worst = _worst_case(d)
+    worst = _worst_case(d, reference_us)
     stats = d.statistics or {}
     o = d.objective
     decision = stats.get("contract_decision", d.decision)

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -1463,6 +1463,27 @@ def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
         if not case_passed(case):
             failed.append(str(case["id"]) + _worst_error(case))
     return failed
+
+
+def explain_inputs(events: Iterable[Any]) -> dict[int, dict[str, Any]]:
+    """What `explain.explain` takes beside a RoundDecided, by round, read from the round's
+    other events: `failed_cases` from a failed ValidationLinked (its case matrix, where the
+    file still holds the bytes that were hashed; None otherwise) and `reference_us`, the
+    medians of its MeasurementsRecorded with role "reference" (the sides a decision on a
+    same-session reference compared). The one reading of both for every caller of
+    `explain`: `show`, `history`, the report, the web view, report.md, suggest, `record`
+    and `assess`."""
+    from ledger.core.events import MeasurementsRecorded, ValidationLinked
+
+    found: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if isinstance(event, ValidationLinked) and not event.passed:
+            found.setdefault(event.round, {})["failed_cases"] = failed_validation_cases(event)
+        elif isinstance(event, MeasurementsRecorded) and event.role == "reference":
+            found.setdefault(event.round, {})["reference_us"] = [
+                m.median_us for m in event.measurements
+            ]
+    return found
 
 
 def _worst_error(case: dict[str, Any]) -> str:

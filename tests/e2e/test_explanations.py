@@ -61,3 +61,33 @@ def test_analyze_report_md_explains_each_round(cli, three_rounds, tmp_path):
     section = report[report.index("## Why each round got its decision") :]
     assert "- Round 2: DISCARD: worst case R = +5.00% on bf16-8x8193 is over its limit" in section
     assert "- Round 3: FAIL: validation failed on cases" in section
+
+
+def test_the_worst_case_is_named_from_the_reference_the_decision_compared(cli, campaign):
+    """Against the round's same-session reference the worst case is bf16-8x8193 (+22.50%);
+    against the best kernel's stored medians (another session) it would be fp16-128x257
+    (+1.65%). Every view names the first: the comparison R was computed on."""
+    assert cli("plan", "--config", campaign.config()).exit_code == 0
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    reference = [
+        {"case_id": c, "median_us": m, "repeats": 50}
+        for c, m in zip(campaign.case_ids, [18.2, 40.0, 20.0], strict=True)
+    ]
+    path = campaign.round(
+        [18.5, 33.0, 24.5], reference={"kernel_sha256": parent, "measurements": reference}
+    )
+    recorded = cli("record", "--run", campaign.run_id, "--result", path, "--json")
+    assert recorded.exit_code == 0, recorded.stderr
+    assert recorded.json()["decision"] == "DISCARD"
+    campaign.accepted("DISCARD", 1)
+    sentence = "DISCARD: worst case R = +22.50% on bf16-8x8193 is over its limit 2.00%."
+    shown = cli("show", "--run", campaign.run_id, "--round", "1")
+    assert f"  why: {sentence}\n" in shown.stdout
+    doc = cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
+    assert doc["explanation"]["worst_case"] == "bf16-8x8193"
+    assert doc["explanation"]["sentence"] == sentence
+    history = cli("history", "--run", campaign.run_id)
+    assert f"  {campaign.run_id} round 1: {sentence}\n" in history.stdout
+    out = campaign.root / "analysis"
+    assert cli("analyze", "--run", campaign.run_id, "--output-dir", out).exit_code == 0
+    assert sentence in (out / "report.md").read_text()
