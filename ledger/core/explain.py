@@ -15,12 +15,12 @@ this module adds what the noise-aware rule said. The report, the web view, `show
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.core.aa import DRIFT_PAIRS_RULE, MIN_DRIFT_PAIRS
-from ledger.core.bottleneck import FLOOR_ABOVE_MEASURED, MIXED, TARGET_EXCEEDS_HEADROOM, Bottleneck
+from ledger.core.aa import DRIFT_PAIRS_RULE, FLAG_DRIFT_UNESTIMATED, MIN_DRIFT_PAIRS
 from ledger.core.controller import SAMPLES_NOT_FOUND, SOURCE_NOT_SAMPLES
 from ledger.core.decide import Objective, contract, weighted_improvement
 from ledger.core.events import (
@@ -32,12 +32,12 @@ from ledger.core.events import (
     RunPlanned,
 )
 from ledger.core.projections import REOPENED_FLAG
-from ledger.core.stats import FLAG_DRIFT_UNESTIMATED
 from ledger.text import pct, percent
 
-# Every flag the ledger writes: on a decision (RoundDecided.flags, the rounds table), on a
-# drift estimate (statistics.drift_flags) and on a profile's attribution (attribution.flags).
-GLOSSARY: dict[str, str] = {
+# The flags a decision (RoundDecided.flags, the rounds table) and a drift estimate
+# (statistics.drift_flags) write; GLOSSARY adds a profile attribution's (attribution.flags),
+# on first use, so `record` words its decision without importing the profile attribution.
+_DECISION_GLOSSARY: dict[str, str] = {
     FLAG_DRIFT_UNESTIMATED: (
         f"Session-to-session drift is not estimated: {DRIFT_PAIRS_RULE}, and the run has fewer; "
         "the bootstrap used only within-session noise (drift 0). Record `kernel-ledger noise` "
@@ -68,26 +68,47 @@ GLOSSARY: dict[str, str] = {
         "History: the round was recorded after its run had concluded once (RunReopened), "
         "on the caller's stated reason."
     ),
-    MIXED: (
+}
+
+
+@functools.cache
+def glossary() -> dict[str, str]:
+    """Every flag the ledger writes: on a decision, on a drift estimate and on a profile's
+    attribution (attribution.flags), with its meaning."""
+    from ledger.core.bottleneck import (
+        FLOOR_ABOVE_MEASURED,
+        MIXED,
+        TARGET_EXCEEDS_HEADROOM,
+        Bottleneck,
+    )
+
+    found = dict(_DECISION_GLOSSARY)
+    found[MIXED] = (
         "Profile: two pipe families' shares of the kernel's time were within the mixed margin "
         "of each other; the runner-up is named as well."
-    ),
-    TARGET_EXCEEDS_HEADROOM: (
+    )
+    found[TARGET_EXCEEDS_HEADROOM] = (
         "Profile: the run's target improvement is larger than the headroom left between the "
         "measured time and the estimated hardware floor."
-    ),
-    FLOOR_ABOVE_MEASURED: (
+    )
+    found[FLOOR_ABOVE_MEASURED] = (
         "Profile: the estimated hardware floor is above the measured time; the floor model's "
         "peak figures do not fit this target."
-    ),
-}
-for _cls in Bottleneck:
-    if _cls is not Bottleneck.UNKNOWN:
-        GLOSSARY[f"also-{_cls}"] = (
-            f"Profile: the {_cls} rule fired too, after the bottleneck that was chosen; its "
-            "evidence is listed after the main evidence."
-        )
-del _cls
+    )
+    for cls in Bottleneck:
+        if cls is not Bottleneck.UNKNOWN:
+            found[f"also-{cls}"] = (
+                f"Profile: the {cls} rule fired too, after the bottleneck that was chosen; its "
+                "evidence is listed after the main evidence."
+            )
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GLOSSARY":  # `from ledger.core.explain import GLOSSARY`: built on first use
+        return glossary()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DECISION_MEANINGS: dict[str, str] = {
     "KEEP": "the candidate became the new best kernel",
@@ -99,7 +120,8 @@ DECISION_MEANINGS: dict[str, str] = {
 
 def describe_flag(flag: str) -> str:
     """The glossary entry of a flag; an unknown flag (a newer ledger) says so."""
-    return GLOSSARY.get(flag, "not described by this version of kernel-ledger")
+    known = _DECISION_GLOSSARY.get(flag) or glossary().get(flag)
+    return known or "not described by this version of kernel-ledger"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +132,16 @@ class Explanation:
     sentence: str
     flags: tuple[str, ...]
     worst_case: str | None  # the case with the largest regression R, when measured
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `show --json` gives as `explanation` and `record`/`assess --json` as `why`:
+        {rule, sentence, worst_case, flags {flag: meaning}}."""
+        return {
+            "rule": self.rule,
+            "sentence": self.sentence,
+            "worst_case": self.worst_case,
+            "flags": {f: describe_flag(f) for f in self.flags},
+        }
 
     @property
     def text(self) -> str:

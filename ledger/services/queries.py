@@ -69,7 +69,7 @@ class Queries(Session):
         if round_no > 0 and "decision" not in detail:
             raise InputError(f"run {run_id!r} has no round {round_no}")
         if "decision" in detail:
-            from ledger.core.explain import describe_flag, explain
+            from ledger.core.explain import explain
 
             decided = RoundDecided.model_validate(
                 {k: v for k, v in detail["decision"].items() if k != "seq"}
@@ -80,12 +80,7 @@ class Queries(Session):
                 if key in detail
             ]
             why = explain(decided, **explain_inputs(read).get(round_no, {}))
-            detail["explanation"] = {
-                "rule": why.rule,
-                "sentence": why.sentence,
-                "worst_case": why.worst_case,
-                "flags": {f: describe_flag(f) for f in why.flags},
-            }
+            detail["explanation"] = why.as_dict()
         return detail
 
     def explanations(self, run_id: str) -> dict[int, Any]:

@@ -79,6 +79,7 @@ def test_the_worst_case_is_named_from_the_reference_the_decision_compared(cli, c
     recorded = cli("record", "--run", campaign.run_id, "--result", path, "--json")
     assert recorded.exit_code == 0, recorded.stderr
     assert recorded.json()["decision"] == "DISCARD"
+    assert recorded.json()["why"]["worst_case"] == "bf16-8x8193"
     campaign.accepted("DISCARD", 1)
     sentence = "DISCARD: worst case R = +22.50% on bf16-8x8193 is over its limit 2.00%."
     shown = cli("show", "--run", campaign.run_id, "--round", "1")
@@ -91,3 +92,35 @@ def test_the_worst_case_is_named_from_the_reference_the_decision_compared(cli, c
     out = campaign.root / "analysis"
     assert cli("analyze", "--run", campaign.run_id, "--output-dir", out).exit_code == 0
     assert sentence in (out / "report.md").read_text()
+
+
+def test_record_and_assess_say_why_as_show_does(cli, campaign):
+    """record (and its dry run, and a retry of a recorded file) and assess print the
+    sentence show prints on a second line, and give it in --json as `why`."""
+    assert cli("plan", "--config", campaign.config()).exit_code == 0
+    path = campaign.round([16.0, 36.0, 26.25])  # +5.00% on bf16-8x8193
+    sentence = "DISCARD: worst case R = +5.00% on bf16-8x8193 is over its limit 2.00%."
+    why = {"rule": "case-regression", "sentence": sentence, "worst_case": "bf16-8x8193",
+           "flags": {}}  # fmt: skip
+    assessed = cli("assess", "--run", campaign.run_id, "--result", path)
+    assert assessed.exit_code == 0, assessed.stderr
+    assert assessed.stdout == (
+        "round 1: DISCARD  I +6.77%  R +5.00%  (medians)  (nothing was written)\n"
+        f"  why: {sentence}\n"
+    )
+    assessed = cli("assess", "--run", campaign.run_id, "--result", path, "--json")
+    assert assessed.json()["why"] == why
+    checked = cli("record", "--run", campaign.run_id, "--result", path, "--dry-run")
+    assert checked.stdout.splitlines()[1:3] == [
+        "round 1: DISCARD  I +6.77%  R +5.00%  cumulative +0.00%  target not met  9 rounds left",
+        f"  why: {sentence}",
+    ]
+    for attempt in ("first", "retry"):
+        recorded = cli("record", "--run", campaign.run_id, "--result", path)
+        assert recorded.exit_code == 0, recorded.stderr
+        lines = recorded.stdout.splitlines()
+        assert lines[-2 if attempt == "first" else -1] == f"  why: {sentence}", attempt
+        body = cli("record", "--run", campaign.run_id, "--result", path, "--json").json()
+        assert body["why"] == why
+    shown = cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
+    assert shown["explanation"] == why
