@@ -23,6 +23,7 @@ from typing import Any
 from ledger import files
 from ledger.core.actors import describe, parsed
 from ledger.core.events import RoundSubmitted, RunPlanned
+from ledger.core.projections import resubmission, resubmissions
 from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import display, read_bytes
 from ledger.integrity import audit
@@ -192,6 +193,14 @@ def check_merge(
                 f"Run {run_id} concluded {run.conclusion}, not passed: its objective was not "
                 "met, so no kernel of it may be merged."
             )
+    again = resubmissions(
+        (r.round, r.candidate_sha256, r.decision)
+        for r in view.rounds
+        if r.candidate_sha256 == run.best_kernel_sha256
+    ).get(run.best_round)
+    if again and run.best_round > 0:  # said, never refused: the verdict does not change
+        said = resubmission(f"the best kernel (round {run.best_round})", "KEEP", again)
+        result.notes.append(said["sentence"][0].upper() + said["sentence"][1:] + ".")
     if digest == run.best_kernel_sha256:
         result.checks["kernel"] = OK
     else:

@@ -13,7 +13,7 @@ from ledger.core.actors import parsed
 from ledger.core.events import MeasurementsRecorded as Measured
 from ledger.core.events import RoundDecided, RunPlanned, ValidationLinked
 from ledger.core.evidence import RunEvidence
-from ledger.core.projections import RunView
+from ledger.core.projections import RunView, resubmission, resubmissions
 from ledger.errors import InputError
 from ledger.inputs.models import explain_inputs
 from ledger.services.session import Session
@@ -38,8 +38,11 @@ class Queries(Session):
         )
         # a candidate profiled before its round (`profile --candidate`) joins that round
         early = submitted.candidate.sha256 if submitted is not None else None  # type: ignore[union-attr]
+        decided_rounds: list[tuple[int, str, str]] = []  # every decided round's candidate
         for record in stream:
             event = record.event()
+            if isinstance(event, RoundDecided):
+                decided_rounds.append((event.round, event.candidate_sha256, event.decision))
             joined = (
                 record.event_type == "ProfileRecorded"
                 and getattr(event, "subject", None) == "candidate"
@@ -81,6 +84,10 @@ class Queries(Session):
             ]
             why = explain(decided, **explain_inputs(read).get(round_no, {}))
             detail["explanation"] = why.as_dict()
+            earlier = resubmissions(decided_rounds).get(round_no)
+            if earlier:  # the same candidate file was submitted in earlier rounds
+                subject = f"the candidate of round {round_no}"
+                detail["resubmission"] = resubmission(subject, decided.decision, earlier)
         return detail
 
     def explanations(self, run_id: str) -> dict[int, Any]:

@@ -124,3 +124,48 @@ def test_record_and_assess_say_why_as_show_does(cli, campaign):
         assert body["why"] == why
     shown = cli("show", "--run", campaign.run_id, "--round", "1", "--json").json()
     assert shown["explanation"] == why
+
+
+def test_a_candidate_measured_again_until_it_was_kept_is_said(cli, campaign):
+    """One candidate file (one sha256) submitted in rounds 1, 2 and 3: DISCARD, DISCARD,
+    KEEP. show, status, check-merge (verdict unchanged) and report.md say so."""
+    assert cli("plan", "--config", campaign.config()).exit_code == 0
+    same = "# one kernel, measured three ways\nBLOCK = 64\n"
+    assert record(cli, campaign, [16.0, 36.0, 26.25], body=same) == "DISCARD"
+    assert record(cli, campaign, [16.0, 36.0, 26.25], body=same) == "DISCARD"
+    assert record(cli, campaign, [16.0, 36.0, 22.0], body=same) == "KEEP"
+    run = campaign.run_id
+    best = (
+        "the best kernel (round 3) was also the candidate of rounds 1, 2 (DISCARD, DISCARD): "
+        "kept on its third submission"
+    )
+    shown = cli("show", "--run", run, "--round", "3")
+    assert shown.stdout.endswith(
+        "  resubmitted: the candidate of round 3 was also the candidate of rounds 1, 2 "
+        "(DISCARD, DISCARD): kept on its third submission\n"
+    )
+    doc = cli("show", "--run", run, "--round", "2", "--json").json()
+    assert doc["resubmission"] == {
+        "rounds": [1],
+        "decisions": ["DISCARD"],
+        "sentence": "the candidate of round 2 was also the candidate of round 1 (DISCARD): "
+        "discarded on its second submission",
+    }
+    assert "resubmission" not in cli("show", "--run", run, "--round", "1", "--json").json()
+    status = cli("status", "--run", run)
+    assert f"\n    {best}\n" in status.stdout
+    body = cli("status", "--run", run, "--json").json()
+    assert body["best_kernel"]["resubmission"] == {
+        "rounds": [1, 2], "decisions": ["DISCARD", "DISCARD"], "sentence": best
+    }  # fmt: skip
+    out = campaign.root / "analysis"
+    assert cli("analyze", "--run", run, "--output-dir", out).exit_code == 0
+    report = (out / "report.md").read_text()
+    assert f"- Resubmitted: {best}.\n" in report
+    assert "Resubmitted: the candidate of round 2 was also the candidate of round 1" in report
+    kernel = campaign.root / "kernels" / "r3.py"
+    merged = cli("check-merge", "--run", run, "--kernel", kernel)
+    assert merged.exit_code == 0, merged.stdout
+    assert f"  note: {best[0].upper()}{best[1:]}.\n" in merged.stdout
+    notes = cli("check-merge", "--run", run, "--kernel", kernel, "--json").json()["notes"]
+    assert f"{best[0].upper()}{best[1:]}." in notes
