@@ -183,17 +183,21 @@ def described(
     unit: str | None = None,
     example: Any = PydanticUndefined,
     left_out: str | None = None,
+    note: str | None = None,
 ) -> Any:
     """A field with its meaning (and unit, and the example the template shows): the one
     source of what the schema, the template and docs/inputs.md say about it
     (ledger/inputs/schemas.py). Type and default come from the annotation and `default`.
     `left_out`: for an optional field the template writes (it has an example), what happens
-    when it is left out; the template says so beside it."""
+    when it is left out; the template says so beside it. `note`: what the template says
+    beside a field it writes, where its example is not a value to keep unthinkingly."""
     extra: dict[str, Any] = {}
     if unit is not None:
         extra["unit"] = unit
     if left_out is not None:
         extra["left_out"] = left_out
+    if note is not None:
+        extra["note"] = note
     return Field(
         default,
         description=meaning,
@@ -548,9 +552,12 @@ class ObjectiveIn(_Open):
 
     target_relative_improvement: NonNegative = described(
         meaning="Cumulative weighted improvement over the baseline at which the run's target "
-        "is met.",
+        "is met; it decides mergeability: a run concludes passed, and `check-merge` passes, "
+        "only once the target is met.",
         unit="fraction",
         example=0.1,
+        note="check-merge passes only if the cumulative improvement reaches this (0.1 is "
+        "+10%): set what this run must reach, not the example",
     )
     min_relative_improvement: NonNegative = described(
         meaning="Smallest weighted improvement over the best kernel that can KEEP a candidate.",

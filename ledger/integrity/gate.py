@@ -29,7 +29,7 @@ from ledger.inputs.jsonio import display, read_bytes
 from ledger.integrity import audit
 from ledger.integrity.hashing import sha256_hex
 from ledger.store.eventstore import Store, StoredEvent
-from ledger.text import md_line
+from ledger.text import md_line, pct
 
 OK, FAILED, WARN, SKIPPED, NOT_RUN = "ok", "failed", "changed", "not given", "not run"
 
@@ -190,8 +190,13 @@ def check_merge(
             )
         else:
             result.reasons.append(
-                f"Run {run_id} concluded {run.conclusion}, not passed: its objective was not "
-                "met, so no kernel of it may be merged."
+                f"Run {run_id} concluded {run.conclusion}, not passed: its cumulative "
+                f"improvement {pct(run.cumulative_improvement)} did not reach the target "
+                f"{pct(run.target_relative_improvement)} (objective.target_relative_improvement), "
+                "so no kernel of it may be merged. A concluded run takes no more rounds: to "
+                "go on, plan a new run from its best kernel (kernel-ledger checkout --run "
+                f'{run_id} --out FILE) with parent_run_id "{run_id}" in its config and a '
+                "target it can reach."
             )
     again = resubmissions(
         (r.round, r.candidate_sha256, r.decision)
