@@ -1,7 +1,7 @@
 """Why a round got its decision, in words: one sentence from the stored decision event.
 
-    explain(decided, failed_cases=..., reference_us=...) -> Explanation   the rule that
-                                                 fired, with its numbers
+    explain(decided, failed_cases=..., reference_us=...)
+                                       -> Explanation   the rule that fired, with its numbers
     noise_summary(events)              -> NoiseSummary  A/A pairs, drift and thresholds
     GLOSSARY                                             every flag the ledger writes
 
@@ -10,7 +10,9 @@ I and R, the objective in force, the bootstrap's bounds and the drift it used); 
 decided again, so the words can never disagree with the recorded decision. The contract's
 words come from the version of the contract the decision records (`decide.Contract`);
 this module adds what the noise-aware rule said. The report, the web view, `show`,
-`history` and `analyze`'s report.md all call `explain`.
+`history`, `analyze`'s report.md, suggest, `record` and `assess` all call `explain`, with
+what `inputs.models.explain_inputs` reads beside the decision (the failed cases, the
+reference's medians).
 """
 
 from __future__ import annotations
