@@ -29,6 +29,7 @@ def say_assess(out: Outcome, args) -> None:
     if a["flags"]:
         line += f"  flags: {', '.join(a['flags'])}"
     say(line + "  (nothing was written)")
+    say(f"  why: {a['why']['sentence']}")
 
 
 COMMAND = Command(
@@ -57,7 +58,9 @@ COMMAND = Command(
         ),
     },
     returns='`status` "ok", `run_id`, `round`, `decision`, `relative_improvement`, '
-    "`worst_case_regression`, `evidence`, `flags`; `sides` with a reference or sessions; "
+    "`worst_case_regression`, `evidence`, `flags`, `why` {rule, sentence, worst_case, flags "
+    "{flag: meaning}} (the sentence `show` would give once it is recorded); `sides` with a "
+    "reference or sessions; "
     "with statistics.sequential `settled`, `repeats_used`, `more_repeats` (when not settled)",
     tool=True,
 )

@@ -67,6 +67,8 @@ def say_decide(out: Outcome, args) -> None:
     if result.get("advice"):
         line += f"  ({', '.join(result['flags'])}: {result['advice']})"
     say(line)
+    if result.get("note"):
+        say(f"  note: {result['note']}")
 
 
 COMMAND = Command(
@@ -80,6 +82,9 @@ COMMAND = Command(
     `best_session` that differ make a KEEP clear the drift. With `statistics.sequential` the
     result says whether the round is `settled`, at `repeats_used` samples per case, or how
     many `more_repeats` per case the next look needs.
+
+    Its bootstrap's seed comes from its input (record's from the run id, round and samples),
+    so bootstrap bounds can differ slightly from record's; `assess` reproduces record exactly.
 
     Example:
 
@@ -103,7 +108,9 @@ COMMAND = Command(
         ),
     },
     returns='`status` "ok", `decision`, `contract_decision`, `relative_improvement`, '
-    "`worst_case_regression`, `evidence`, `statistics`; with sessions or a reference: `sides`, "
+    "`worst_case_regression`, `evidence`, `statistics`; `note` where a bootstrap decided (its "
+    "seed comes from the input, so its bounds can differ slightly from record's; `assess` "
+    "reproduces record); with sessions or a reference: `sides`, "
     "and across sessions `drift_sigma`, `flags`, `advice`; with statistics.sequential: "
     "`settled`, `repeats_used`, `more_repeats` (when not settled); with --jsonl: `count`, "
     "`results`",

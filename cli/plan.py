@@ -9,8 +9,13 @@ from cli.output import not_found_keys, plural, say, say_not_found, say_warnings
 
 
 def plan(env: Env, config: str, dry_run: bool, strict: bool) -> Outcome:
+    from ledger.core.decide import merge_rule
+    from ledger.core.events import RunPlanned
+
     service = env.service(create=not dry_run)
     result = service.plan(Path(config), dry_run=dry_run, strict=strict)
+    planned = next(e for e in result.events if isinstance(e, RunPlanned))
+    rule = merge_rule(planned.objective.target_relative_improvement)
     return Outcome(
         {
             "status": "checked" if dry_run else "planned",
@@ -18,19 +23,21 @@ def plan(env: Env, config: str, dry_run: bool, strict: bool) -> Outcome:
             "kernel_sha256": result.kernel_sha256,
             "case_count": result.case_count,
             "warnings": list(result.warnings),
+            "merge_rule": rule,
             **not_found_keys(result),
         },
-        result,
+        (result, rule),
     )
 
 
 def say_plan(out: Outcome, args) -> None:
-    result = out.value
+    result, rule = out.value
     what = "checked (nothing written)" if args.dry_run else "planned"
     say(
         f"{what} run {result.run_id}: {plural(result.case_count, 'case')}, "
         f"kernel {result.kernel_sha256[:12]}"
     )
+    say(f"  {rule}")
     say_warnings(result.warnings)
     say_not_found("baseline", result)
 
@@ -64,7 +71,8 @@ COMMAND = Command(
         "strict": strict_option(),
     },
     returns='`status` "planned" (or "checked" with --dry-run), `run_id`, `kernel_sha256`, '
-    "`case_count`, `warnings`",
+    "`case_count`, `warnings`, `merge_rule` (the sentence saying what the target decides: "
+    "check-merge passes only if the cumulative improvement reaches it)",
     tool=True,
     one_shot=True,
 )

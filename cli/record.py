@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from cli.declare import (
@@ -27,7 +28,12 @@ from ledger.text import num
 
 
 def record(env: Env, run: str, result: str, dry_run: bool, strict: bool) -> Outcome:
-    r = env.service().record(run, Path(result), dry_run=dry_run, strict=strict)
+    service = env.service()
+    r = service.record(run, Path(result), dry_run=dry_run, strict=strict)
+    why = r.why
+    if why is None:  # recorded before from this file: the stored decision's explanation
+        why = service.explain_rounds([(r.run_id, r.round)]).get((r.run_id, r.round))
+    r = replace(r, why=why)
     return Outcome(
         {
             "status": "checked" if dry_run and not r.already_recorded else "recorded",
@@ -41,6 +47,7 @@ def record(env: Env, run: str, result: str, dry_run: bool, strict: bool) -> Outc
             "needs_diagnosis": r.needs_diagnosis,
             "remaining_rounds": r.remaining_rounds,
             "best_kernel_sha256": r.best_kernel_sha256,
+            "why": why.as_dict() if why is not None else None,
             **({"flags": list(r.flags)} if r.flags else {}),
             **({"failed_cases": list(r.failed_cases)} if r.failed_cases else {}),
             **not_found_keys(r),
@@ -105,7 +112,9 @@ def say_record(out: Outcome, args) -> None:
         f"target {'met' if r.target_met else 'not met'}  "
         f"{plural(r.remaining_rounds, 'round')} left"
     )
-    if r.failed_cases:
+    if r.why is not None:  # a FAIL's sentence names the cases its correctness gate failed on
+        say(f"  why: {r.why.sentence}")
+    elif r.failed_cases:
         say(f"  correctness gate failed on: {', '.join(r.failed_cases)}")
     if not r.already_recorded:
         say_mechanism(r)
@@ -145,7 +154,9 @@ COMMAND = Command(
     returns='`status` "recorded" (or "checked" with --dry-run), '
     "`run_id`, `round`, `decision`, `relative_improvement`, "
     "`worst_case_regression`, `cumulative_improvement`, `target_met`, `needs_diagnosis`, "
-    "`remaining_rounds`, `best_kernel_sha256`, `already_recorded`, `mechanism_entry` (`entry` "
+    "`remaining_rounds`, `best_kernel_sha256`, `why` {rule, sentence, worst_case, flags "
+    "{flag: meaning}} (the sentence `show` gives: which rule decided, with its numbers), "
+    "`already_recorded`, `mechanism_entry` (`entry` "
     "of references/mechanisms.md, `source`, `nearest` for `other`), `profiles` (the "
     "candidate's profiles read: `with`, `files`, `format`, `case_id`, `signals`, "
     "`bottleneck`), `mechanism_check` (and `flags` when any, "

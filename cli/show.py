@@ -80,6 +80,8 @@ def say_show(out: Outcome, args) -> None:
         say(f"  why: {why['sentence']}")
         for flag, meaning in why["flags"].items():
             say(f"  flag {flag}: {meaning}")
+    if detail.get("resubmission"):
+        say(f"  resubmitted: {detail['resubmission']['sentence']}")
 
 
 def session_text(session: dict) -> str:
@@ -122,7 +124,8 @@ COMMAND = Command(
     returns="`status`, `run_id`, `round`, `submitted`, `validation`, `measurements` (with "
     "its `session`), `reference` (where the round carried one), `profiles`, `decision` (the "
     "stored events' payloads), `actor` (who recorded the decision, or null), `explanation` "
-    "{rule, sentence, worst_case, flags {flag: meaning}}",
+    "{rule, sentence, worst_case, flags {flag: meaning}}; `resubmission` {rounds, decisions, "
+    "sentence} where the same candidate file (sha256) was the candidate of earlier rounds",
     tool=True,
     one_shot=True,
 )

@@ -23,6 +23,7 @@ def status(env: Env, run: str | None) -> Outcome:
         if view is None:
             raise store.unknown_run(conn, run)
         beside = baseline_comparison(conn, run, view.run.stream_version)
+        again = best_resubmitted(conn, view.run)
     r = view.run
     by_case = attribution_by_case(
         [p.payload_value() for p in profiles], r.best_kernel_sha256, [c.case_id for c in view.cases]
@@ -35,14 +36,32 @@ def status(env: Env, run: str | None) -> Outcome:
                 "sha256": r.best_kernel_sha256,
                 "path": r.best_kernel_path,
                 "round": r.best_round,
+                **({"resubmission": again} if again else {}),
             },
             "cases": [as_dict(c) for c in view.cases],
             "attribution_by_case": by_case,
             "headroom_case": headroom_case(by_case),
             "baseline_comparison": beside,
         },
-        (view, by_case, beside),
+        (view, by_case, beside, again),
     )
+
+
+def best_resubmitted(conn, run) -> dict | None:
+    """Where the best kernel (the same sha256) was the candidate of rounds before the one
+    that kept it: those rounds, their decisions and the sentence
+    (`projections.resubmission`); None otherwise. One read of the run's `rounds` rows of
+    that candidate."""
+    from ledger.core.projections import resubmission, resubmissions
+    from ledger.store import readmodel
+
+    if run.best_round < 1:
+        return None
+    rows = readmodel.candidate_rounds(conn, run.run_id, run.best_kernel_sha256)
+    earlier = resubmissions(rows).get(run.best_round)
+    if not earlier:
+        return None
+    return resubmission(f"the best kernel (round {run.best_round})", "KEEP", earlier)
 
 
 def baseline_comparison(conn, run: str, head: int) -> dict | None:
@@ -119,7 +138,7 @@ def say_status(out: Outcome, args) -> None:
     if args.run is None:
         say_runs(out.value)
         return
-    view, by_case, beside = out.value
+    view, by_case, beside, again = out.value
     r = view.run
     say(f"run {r.run_id} ({r.op_name} on {r.soc}): {r.conclusion or r.status}")
     say(
@@ -139,6 +158,8 @@ def say_status(out: Outcome, args) -> None:
             f"medians against the original baseline: {pct(beside['improvement'])}{across}"
         )
     say(f"  best kernel {r.best_kernel_sha256} from round {r.best_round}: {r.best_kernel_path}")
+    if again:
+        say(f"    {again['sentence']}")
     say(
         table(
             ["case", "weight", "baseline µs", "best µs"],
@@ -206,7 +227,9 @@ COMMAND = Command(
     say_status,
     {"run": run_option("One run in detail (default: every run).", required=False)},
     returns="`status`, `runs` (every run's row); with a run: `run`, `best_kernel` {sha256, "
-    "path, round}, `cases`, `attribution_by_case` (the best kernel's latest profile of each "
+    "path, round, and `resubmission` {rounds, decisions, sentence} where the same file was "
+    "the candidate of earlier rounds}, `cases`, `attribution_by_case` (the best kernel's "
+    "latest profile of each "
     "case profiled with its case: case_id, bottleneck, headroom, first_experiment, format, "
     "and headroom_unknown saying why where headroom is null), "
     "`headroom_case` (the case with the most headroom, or null), `baseline_comparison` "

@@ -3,6 +3,7 @@ glossary, `noise --help`, `noise`'s output and the decision text all use it. Fre
 the command line can word it without loading the statistics."""
 
 MIN_DRIFT_PAIRS = 5
+FLAG_DRIFT_UNESTIMATED = "drift_unestimated"  # a decision's flag: fewer pairs than that
 DRIFT_PAIRS_RULE = (
     f"a drift estimate needs {MIN_DRIFT_PAIRS} A/A pairs; each `noise` remeasure of a kernel "
     "pairs with that kernel's measurement before it (baseline, round or remeasure), so "

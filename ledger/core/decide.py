@@ -321,6 +321,16 @@ references). `import --legacy` and the drop-in `triton-optimization` record unde
 run folder's rounds and conclusion hash as its replay always gave them."""
 
 
+def merge_rule(target: float) -> str:
+    """What the run's target decides, said when it is set (`plan`) and when it was not met
+    (`check-merge`): a run concludes passed only once its target is met, and check-merge
+    passes only for a run that concluded passed."""
+    return (
+        f"check-merge will pass only if the cumulative improvement reaches {pct(target)} "
+        "(objective.target_relative_improvement)"
+    )
+
+
 def known_version(version: int) -> int:
     """`version` when it is a version of `CONTRACTS`; else a ValueError naming those known."""
     if version not in CONTRACTS:

@@ -1,6 +1,7 @@
 """Why a round got its decision, in words: one sentence from the stored decision event.
 
-    explain(decided, failed_cases=...) -> Explanation   the rule that fired, with its numbers
+    explain(decided, failed_cases=..., reference_us=...)
+                                       -> Explanation   the rule that fired, with its numbers
     noise_summary(events)              -> NoiseSummary  A/A pairs, drift and thresholds
     GLOSSARY                                             every flag the ledger writes
 
@@ -9,17 +10,19 @@ I and R, the objective in force, the bootstrap's bounds and the drift it used); 
 decided again, so the words can never disagree with the recorded decision. The contract's
 words come from the version of the contract the decision records (`decide.Contract`);
 this module adds what the noise-aware rule said. The report, the web view, `show`,
-`history` and `analyze`'s report.md all call `explain`.
+`history`, `analyze`'s report.md, suggest, `record` and `assess` all call `explain`, with
+what `inputs.models.explain_inputs` reads beside the decision (the failed cases, the
+reference's medians).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.core.aa import DRIFT_PAIRS_RULE, MIN_DRIFT_PAIRS
-from ledger.core.bottleneck import FLOOR_ABOVE_MEASURED, MIXED, TARGET_EXCEEDS_HEADROOM, Bottleneck
+from ledger.core.aa import DRIFT_PAIRS_RULE, FLAG_DRIFT_UNESTIMATED, MIN_DRIFT_PAIRS
 from ledger.core.controller import SAMPLES_NOT_FOUND, SOURCE_NOT_SAMPLES
 from ledger.core.decide import Objective, contract, weighted_improvement
 from ledger.core.events import (
@@ -31,12 +34,12 @@ from ledger.core.events import (
     RunPlanned,
 )
 from ledger.core.projections import REOPENED_FLAG
-from ledger.core.stats import FLAG_DRIFT_UNESTIMATED
 from ledger.text import pct, percent
 
-# Every flag the ledger writes: on a decision (RoundDecided.flags, the rounds table), on a
-# drift estimate (statistics.drift_flags) and on a profile's attribution (attribution.flags).
-GLOSSARY: dict[str, str] = {
+# The flags a decision (RoundDecided.flags, the rounds table) and a drift estimate
+# (statistics.drift_flags) write; GLOSSARY adds a profile attribution's (attribution.flags),
+# on first use, so `record` words its decision without importing the profile attribution.
+_DECISION_GLOSSARY: dict[str, str] = {
     FLAG_DRIFT_UNESTIMATED: (
         f"Session-to-session drift is not estimated: {DRIFT_PAIRS_RULE}, and the run has fewer; "
         "the bootstrap used only within-session noise (drift 0). Record `kernel-ledger noise` "
@@ -67,26 +70,47 @@ GLOSSARY: dict[str, str] = {
         "History: the round was recorded after its run had concluded once (RunReopened), "
         "on the caller's stated reason."
     ),
-    MIXED: (
+}
+
+
+@functools.cache
+def glossary() -> dict[str, str]:
+    """Every flag the ledger writes: on a decision, on a drift estimate and on a profile's
+    attribution (attribution.flags), with its meaning."""
+    from ledger.core.bottleneck import (
+        FLOOR_ABOVE_MEASURED,
+        MIXED,
+        TARGET_EXCEEDS_HEADROOM,
+        Bottleneck,
+    )
+
+    found = dict(_DECISION_GLOSSARY)
+    found[MIXED] = (
         "Profile: two pipe families' shares of the kernel's time were within the mixed margin "
         "of each other; the runner-up is named as well."
-    ),
-    TARGET_EXCEEDS_HEADROOM: (
+    )
+    found[TARGET_EXCEEDS_HEADROOM] = (
         "Profile: the run's target improvement is larger than the headroom left between the "
         "measured time and the estimated hardware floor."
-    ),
-    FLOOR_ABOVE_MEASURED: (
+    )
+    found[FLOOR_ABOVE_MEASURED] = (
         "Profile: the estimated hardware floor is above the measured time; the floor model's "
         "peak figures do not fit this target."
-    ),
-}
-for _cls in Bottleneck:
-    if _cls is not Bottleneck.UNKNOWN:
-        GLOSSARY[f"also-{_cls}"] = (
-            f"Profile: the {_cls} rule fired too, after the bottleneck that was chosen; its "
-            "evidence is listed after the main evidence."
-        )
-del _cls
+    )
+    for cls in Bottleneck:
+        if cls is not Bottleneck.UNKNOWN:
+            found[f"also-{cls}"] = (
+                f"Profile: the {cls} rule fired too, after the bottleneck that was chosen; its "
+                "evidence is listed after the main evidence."
+            )
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GLOSSARY":  # `from ledger.core.explain import GLOSSARY`: built on first use
+        return glossary()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DECISION_MEANINGS: dict[str, str] = {
     "KEEP": "the candidate became the new best kernel",
@@ -98,7 +122,8 @@ DECISION_MEANINGS: dict[str, str] = {
 
 def describe_flag(flag: str) -> str:
     """The glossary entry of a flag; an unknown flag (a newer ledger) says so."""
-    return GLOSSARY.get(flag, "not described by this version of kernel-ledger")
+    known = _DECISION_GLOSSARY.get(flag) or glossary().get(flag)
+    return known or "not described by this version of kernel-ledger"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,27 +135,52 @@ class Explanation:
     flags: tuple[str, ...]
     worst_case: str | None  # the case with the largest regression R, when measured
 
+    def as_dict(self) -> dict[str, Any]:
+        """What `show --json` gives as `explanation` and `record`/`assess --json` as `why`:
+        {rule, sentence, worst_case, flags {flag: meaning}}."""
+        return {
+            "rule": self.rule,
+            "sentence": self.sentence,
+            "worst_case": self.worst_case,
+            "flags": {f: describe_flag(f) for f in self.flags},
+        }
+
     @property
     def text(self) -> str:
         """The sentence, and the flags the round carries, for plain-text output."""
         return self.sentence + (f" Flags: {', '.join(self.flags)}." if self.flags else "")
 
 
-def _worst_case(d: RoundDecided) -> str | None:
+def _worst_case(d: RoundDecided, reference_us: Sequence[float] | None) -> str | None:
+    """The case of the largest regression, against the medians the decision compared: the
+    round's same-session reference where it had one (the controller compares a candidate
+    with its reference whenever the round carries one), else the best kernel's stored
+    medians. A decision on a reference (statistics.sides "reference") whose medians the
+    caller could not give names no case rather than one from the wrong comparison."""
     if d.candidate_medians_us is None or not d.case_ids:
         return None
-    best = d.best_before.medians_us
+    if reference_us is None and (d.statistics or {}).get("sides") == "reference":
+        return None
+    best = list(reference_us) if reference_us is not None else d.best_before.medians_us
     if len(best) != len(d.candidate_medians_us) or len(best) != len(d.case_ids):
         return None
     changes = [(c - b) / b for b, c in zip(best, d.candidate_medians_us, strict=True)]
     return d.case_ids[max(range(len(changes)), key=changes.__getitem__)]
 
 
-def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None) -> Explanation:
+def explain(
+    decided: RoundDecided,
+    *,
+    failed_cases: Sequence[str] | None = None,
+    reference_us: Sequence[float] | None = None,
+) -> Explanation:
     """One sentence: the rule that fired for this round, with its numbers.
 
     `failed_cases` names the cases the round's case matrix marks as not passed, where the
     caller could still read that (hash-checked) file; None when it could not.
+    `reference_us` are the medians of the round's same-session reference (its
+    MeasurementsRecorded with role "reference"), which a decision on a reference compared
+    the candidate with; None when the round had none or the caller did not read it.
     """
     d = decided
     rules = contract(d.contract)
@@ -140,7 +190,7 @@ def explain(decided: RoundDecided, *, failed_cases: Sequence[str] | None = None)
         return Explanation(d.round, d.decision, "validation", sentence, flags, None)
     i, r = d.relative_improvement, d.worst_case_regression
     assert r is not None
-    worst = _worst_case(d)
+    worst = _worst_case(d, reference_us)
     stats = d.statistics or {}
     o = d.objective
     decision = stats.get("contract_decision", d.decision)

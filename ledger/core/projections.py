@@ -126,6 +126,55 @@ def signals_text(signals: dict[str, float]) -> str:
     return canonical(signals, string_keys=True).decode()
 
 
+# --- a candidate submitted again --------------------------------------------------------------
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+_OUTCOMES = {
+    "KEEP": "kept",
+    "DISCARD": "discarded",
+    "NOISE": "judged NOISE",
+    "FAIL": "failed validation",
+}
+
+
+def resubmissions(
+    rounds: Iterable[tuple[int, str, str]],
+) -> dict[int, tuple[tuple[int, str], ...]]:
+    """(round, candidate sha256, decision) of a run's decided rounds -> for each round whose
+    candidate (the same sha256) was already the candidate of earlier rounds of the run,
+    those rounds and their decisions, oldest first. Read from what is recorded: a kernel
+    measured again and again until it was kept shows, though no event says so."""
+    seen: dict[str, list[tuple[int, str]]] = {}
+    found: dict[int, tuple[tuple[int, str], ...]] = {}
+    for number, sha256, decision in sorted(rounds):
+        earlier = seen.setdefault(sha256, [])
+        if earlier:
+            found[number] = tuple(earlier)
+        earlier.append((number, decision))
+    return found
+
+
+def resubmission(
+    subject: str, decision: str, earlier: tuple[tuple[int, str], ...]
+) -> dict[str, Any]:
+    """The one wording of a round whose candidate was submitted before (`resubmissions`),
+    for `show`, `status`, `check-merge` and report.md: `rounds`, `decisions` and the
+    `sentence`, "the best kernel (round 5) was also the candidate of rounds 3, 4 (DISCARD,
+    DISCARD): kept on its third submission"."""
+    numbers = [n for n, _ in earlier]
+    decisions = [d for _, d in earlier]
+    which = "round" if len(numbers) == 1 else "rounds"
+    nth = len(earlier) + 1
+    suffix = "th" if 10 <= nth % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(nth % 10, "th")
+    ordinal = _ORDINALS[nth - 1] if nth <= len(_ORDINALS) else f"{nth}{suffix}"
+    sentence = (
+        f"{subject} was also the candidate of {which} {', '.join(map(str, numbers))} "
+        f"({', '.join(decisions)}): {_OUTCOMES.get(decision, decision)} on its {ordinal} "
+        "submission"
+    )
+    return {"rounds": numbers, "decisions": decisions, "sentence": sentence}
+
+
 @dataclass(frozen=True, slots=True)
 class _Pending:
     """What a round has stated so far, before its decision arrives."""

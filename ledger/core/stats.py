@@ -37,7 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from ledger.core.aa import DRIFT_PAIRS_RULE, MIN_DRIFT_PAIRS  # noqa: F401 (re-exported)
+from ledger.core.aa import (  # noqa: F401 (re-exported)
+    DRIFT_PAIRS_RULE,
+    FLAG_DRIFT_UNESTIMATED,
+    MIN_DRIFT_PAIRS,
+)
 from ledger.core.decide import (
     CONTRACTS,
     Decision,
@@ -58,7 +62,6 @@ sides of a decision come from different sessions and the run has no drift estima
 H200 campaign's best kernel ran 1.9% faster in one session than in another (another GPU)."""
 OPTIONAL_SETTINGS = ("sequential", "assumed_drift")
 REMEASURE_FACTOR = 2.0
-FLAG_DRIFT_UNESTIMATED = "drift_unestimated"
 
 
 # --------------------------------------------------------------------------- seed

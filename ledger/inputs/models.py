@@ -14,7 +14,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -183,17 +183,21 @@ def described(
     unit: str | None = None,
     example: Any = PydanticUndefined,
     left_out: str | None = None,
+    note: str | None = None,
 ) -> Any:
     """A field with its meaning (and unit, and the example the template shows): the one
     source of what the schema, the template and docs/inputs.md say about it
     (ledger/inputs/schemas.py). Type and default come from the annotation and `default`.
     `left_out`: for an optional field the template writes (it has an example), what happens
-    when it is left out; the template says so beside it."""
+    when it is left out; the template says so beside it. `note`: what the template says
+    beside a field it writes, where its example is not a value to keep unthinkingly."""
     extra: dict[str, Any] = {}
     if unit is not None:
         extra["unit"] = unit
     if left_out is not None:
         extra["left_out"] = left_out
+    if note is not None:
+        extra["note"] = note
     return Field(
         default,
         description=meaning,
@@ -548,9 +552,12 @@ class ObjectiveIn(_Open):
 
     target_relative_improvement: NonNegative = described(
         meaning="Cumulative weighted improvement over the baseline at which the run's target "
-        "is met.",
+        "is met; it decides mergeability: a run concludes passed, and `check-merge` passes, "
+        "only once the target is met.",
         unit="fraction",
         example=0.1,
+        note="check-merge passes only if the cumulative improvement reaches this (0.1 is "
+        "+10%): set what this run must reach, not the example",
     )
     min_relative_improvement: NonNegative = described(
         meaning="Smallest weighted improvement over the best kernel that can KEEP a candidate.",
@@ -1463,6 +1470,27 @@ def failed_validation_cases(linked: ValidationLinked) -> list[str] | None:
         if not case_passed(case):
             failed.append(str(case["id"]) + _worst_error(case))
     return failed
+
+
+def explain_inputs(events: Iterable[Any]) -> dict[int, dict[str, Any]]:
+    """What `explain.explain` takes beside a RoundDecided, by round, read from the round's
+    other events: `failed_cases` from a failed ValidationLinked (its case matrix, where the
+    file still holds the bytes that were hashed; None otherwise) and `reference_us`, the
+    medians of its MeasurementsRecorded with role "reference" (the sides a decision on a
+    same-session reference compared). The one reading of both for every caller of
+    `explain`: `show`, `history`, the report, the web view, report.md, suggest, `record`
+    and `assess`."""
+    from ledger.core.events import MeasurementsRecorded, ValidationLinked
+
+    found: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if isinstance(event, ValidationLinked) and not event.passed:
+            found.setdefault(event.round, {})["failed_cases"] = failed_validation_cases(event)
+        elif isinstance(event, MeasurementsRecorded) and event.role == "reference":
+            found.setdefault(event.round, {})["reference_us"] = [
+                m.median_us for m in event.measurements
+            ]
+    return found
 
 
 def _worst_error(case: dict[str, Any]) -> str:

@@ -91,6 +91,12 @@ class Entry:
         return extra.get("left_out") if isinstance(extra, dict) else None  # type: ignore[return-value]
 
     @property
+    def note(self) -> str | None:
+        """What the template says beside a field it writes (`models.described`)."""
+        extra = self.info.json_schema_extra
+        return extra.get("note") if isinstance(extra, dict) else None  # type: ignore[return-value]
+
+    @property
     def default(self) -> str:
         if self.required:
             return "required"
@@ -213,6 +219,8 @@ def _object(model: type[BaseModel], indent: str) -> str:
         lines.append(f"{inner}{json.dumps(e.name)}: {_value(e, inner)}{comma}")
         if not e.required and e.left_out:
             lines.append(f"{inner}// {json.dumps(e.name)} may be left out: {e.left_out}.")
+        if e.note:
+            lines.append(f"{inner}// {json.dumps(e.name)}: {e.note}.")
     for e in entries(model):
         if not e.written:
             lines += _notes(model, e, f"{inner}// optional ", f"{inner}//   ")

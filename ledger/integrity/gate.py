@@ -23,12 +23,13 @@ from typing import Any
 from ledger import files
 from ledger.core.actors import describe, parsed
 from ledger.core.events import RoundSubmitted, RunPlanned
+from ledger.core.projections import resubmission, resubmissions
 from ledger.errors import CheckFailed, InputError
 from ledger.inputs.jsonio import display, read_bytes
 from ledger.integrity import audit
 from ledger.integrity.hashing import sha256_hex
 from ledger.store.eventstore import Store, StoredEvent
-from ledger.text import md_line
+from ledger.text import md_line, pct
 
 OK, FAILED, WARN, SKIPPED, NOT_RUN = "ok", "failed", "changed", "not given", "not run"
 
@@ -189,9 +190,22 @@ def check_merge(
             )
         else:
             result.reasons.append(
-                f"Run {run_id} concluded {run.conclusion}, not passed: its objective was not "
-                "met, so no kernel of it may be merged."
+                f"Run {run_id} concluded {run.conclusion}, not passed: its cumulative "
+                f"improvement {pct(run.cumulative_improvement)} did not reach the target "
+                f"{pct(run.target_relative_improvement)} (objective.target_relative_improvement), "
+                "so no kernel of it may be merged. A concluded run takes no more rounds: to "
+                "go on, plan a new run from its best kernel (kernel-ledger checkout --run "
+                f'{run_id} --out FILE) with parent_run_id "{run_id}" in its config and a '
+                "target it can reach."
             )
+    again = resubmissions(
+        (r.round, r.candidate_sha256, r.decision)
+        for r in view.rounds
+        if r.candidate_sha256 == run.best_kernel_sha256
+    ).get(run.best_round)
+    if again and run.best_round > 0:  # said, never refused: the verdict does not change
+        said = resubmission(f"the best kernel (round {run.best_round})", "KEEP", again)
+        result.notes.append(said["sentence"][0].upper() + said["sentence"][1:] + ".")
     if digest == run.best_kernel_sha256:
         result.checks["kernel"] = OK
     else:

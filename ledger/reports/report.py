@@ -39,7 +39,6 @@ from ledger.core.events import (
     RunConcluded,
     RunPlanned,
     RunReopened,
-    ValidationLinked,
 )
 from ledger.core.explain import NoiseSummary, explain, noise_summary
 from ledger.core.projections import RunView
@@ -333,14 +332,9 @@ def gather(service: Any, run_id: str, *, tree_head: bool = True) -> ReportData:
         tree_size=size,
         tree_root=root,
     )
-    from ledger.inputs.models import failed_validation_cases
+    from ledger.inputs.models import explain_inputs
 
-    failed = {
-        e.round: failed_validation_cases(e)
-        for e in events
-        if isinstance(e, ValidationLinked) and not e.passed
-    }
-    return _collect(view, events, verification, unreadable, failed, actors)
+    return _collect(view, events, verification, unreadable, explain_inputs(events), actors)
 
 
 def _tree_head(store: Any) -> tuple[int, str]:
@@ -356,7 +350,7 @@ def _collect(
     events: Sequence[Event],
     verification: Verification,
     unreadable: int,
-    failed: dict[int, list[str] | None] | None = None,
+    why_inputs: dict[int, dict[str, Any]] | None = None,
     actors: dict[int, str] | None = None,
 ) -> ReportData:
     plan = next((e for e in events if isinstance(e, RunPlanned)), None)
@@ -387,7 +381,7 @@ def _collect(
     unreadable_text = "(its RoundSubmitted event could not be read)"
     for number in sorted(set(submitted) | set(decided)):
         s, d, m = submitted.get(number), decided.get(number), measured.get(number)
-        why = explain(d, failed_cases=(failed or {}).get(number)) if d else None
+        why = explain(d, **(why_inputs or {}).get(number, {})) if d else None
         vs_original = None
         if m is not None and len(m) == len(base_medians) == len(weights) and weights:
             vs_original = decide.weighted_improvement(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.core.events import RunPlanned
-from ledger.core.projections import RunView, as_dict
+from ledger.core.projections import RunView, as_dict, resubmission, resubmissions
 from ledger.errors import InputError, LedgerError
 from ledger.files import (
     StagedOutput,
@@ -186,6 +186,9 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
     """report.md; `explanations` (round -> `explain.Explanation`) adds why each round got
     its decision, and what the flags it carries mean."""
     best = analysis["best_kernel"]
+    again = resubmissions(
+        (r["round"], r["candidate_sha256"], r["decision"]) for r in analysis["rounds"]
+    )
     lines = [
         f"# {analysis['op_name']}: run {analysis['run_id']}",
         "",
@@ -194,6 +197,11 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
         f"(target {pct(analysis['target_relative_improvement'])}, "
         f"{'met' if analysis['target_met'] else 'not met'})",
         f"- Best kernel: `{best['sha256']}` from round {best['round']} ({best['path']})",
+        *(
+            [f"- Resubmitted: {_resubmitted(again, best['round'], 'KEEP', best=True)}."]
+            if best["round"] in again
+            else []
+        ),
         f"- Rounds: {analysis['round_count']}, kept: {analysis['kept_rounds'] or 'none'}",
         f"- Needs diagnosis: {'yes' if analysis['needs_diagnosis'] else 'no'}",
         "",
@@ -227,7 +235,10 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
         flags: list[str] = []
         for number in sorted(explanations):
             why = explanations[number]
-            lines.append(f"- Round {number}: {why.text}")
+            said = why.text
+            if number in again:
+                said += f" Resubmitted: {_resubmitted(again, number, why.decision)}."
+            lines.append(f"- Round {number}: {said}")
             flags += [f for f in why.flags if f not in flags]
         if flags:
             from ledger.core.explain import describe_flag
@@ -241,6 +252,13 @@ def report_markdown(analysis: dict[str, Any], explanations: dict[int, Any] | Non
         "",
     ]
     return "\n".join(lines)
+
+
+def _resubmitted(again: dict[int, Any], number: int, decision: str, *, best: bool = False) -> str:
+    """report.md's words for a round whose candidate was submitted before
+    (`projections.resubmission`)."""
+    subject = f"the best kernel (round {number})" if best else f"the candidate of round {number}"
+    return resubmission(subject, decision, again[number])["sentence"]
 
 
 def performance_manifest(

@@ -61,6 +61,14 @@ def _side(rows: list[MeasurementIn], planned: list[str], field: str, found: list
     return medians, samples, disagrees
 
 
+# Said by decide's help and by each result its bootstrap decided (its `note`).
+SEED_NOTE = (
+    "decide seeds its bootstrap from its whole input, record from the run id, round, weights "
+    "and samples, so bootstrap bounds can differ slightly from record's for the same "
+    "samples; `kernel-ledger assess` reproduces record exactly"
+)
+
+
 def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
     """The decision, I, R and the evidence for one input object.
 
@@ -175,4 +183,6 @@ def decide_one(item: DecideInput, where: str = "input") -> dict[str, Any]:
         out["drift_sigma"] = drift
     if flags:
         out["flags"] = flags
+    if out["statistics"] is not None:  # a seeded bootstrap (or the sequential rule) ran
+        out["note"] = SEED_NOTE
     return out

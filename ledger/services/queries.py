@@ -10,11 +10,12 @@ from typing import Any
 
 from ledger.core import decide
 from ledger.core.actors import parsed
+from ledger.core.events import MeasurementsRecorded as Measured
 from ledger.core.events import RoundDecided, RunPlanned, ValidationLinked
 from ledger.core.evidence import RunEvidence
-from ledger.core.projections import RunView
+from ledger.core.projections import RunView, resubmission, resubmissions
 from ledger.errors import InputError
-from ledger.inputs.models import failed_validation_cases
+from ledger.inputs.models import explain_inputs
 from ledger.services.session import Session
 from ledger.store import readmodel
 from ledger.store.eventstore import StoredEvent
@@ -37,8 +38,11 @@ class Queries(Session):
         )
         # a candidate profiled before its round (`profile --candidate`) joins that round
         early = submitted.candidate.sha256 if submitted is not None else None  # type: ignore[union-attr]
+        decided_rounds: list[tuple[int, str, str]] = []  # every decided round's candidate
         for record in stream:
             event = record.event()
+            if isinstance(event, RoundDecided):
+                decided_rounds.append((event.round, event.candidate_sha256, event.decision))
             joined = (
                 record.event_type == "ProfileRecorded"
                 and getattr(event, "subject", None) == "candidate"
@@ -68,24 +72,22 @@ class Queries(Session):
         if round_no > 0 and "decision" not in detail:
             raise InputError(f"run {run_id!r} has no round {round_no}")
         if "decision" in detail:
-            from ledger.core.explain import describe_flag, explain
+            from ledger.core.explain import explain
 
             decided = RoundDecided.model_validate(
                 {k: v for k, v in detail["decision"].items() if k != "seq"}
             )
-            failed = None
-            if "validation" in detail:
-                linked = ValidationLinked.model_validate(
-                    {k: v for k, v in detail["validation"].items() if k != "seq"}
-                )
-                failed = None if linked.passed else failed_validation_cases(linked)
-            why = explain(decided, failed_cases=failed)
-            detail["explanation"] = {
-                "rule": why.rule,
-                "sentence": why.sentence,
-                "worst_case": why.worst_case,
-                "flags": {f: describe_flag(f) for f in why.flags},
-            }
+            read = [
+                model.model_validate({k: v for k, v in detail[key].items() if k != "seq"})
+                for key, model in (("validation", ValidationLinked), ("reference", Measured))
+                if key in detail
+            ]
+            why = explain(decided, **explain_inputs(read).get(round_no, {}))
+            detail["explanation"] = why.as_dict()
+            earlier = resubmissions(decided_rounds).get(round_no)
+            if earlier:  # the same candidate file was submitted in earlier rounds
+                subject = f"the candidate of round {round_no}"
+                detail["resubmission"] = resubmission(subject, decided.decision, earlier)
         return detail
 
     def explanations(self, run_id: str) -> dict[int, Any]:
@@ -95,17 +97,15 @@ class Queries(Session):
 
         with self.store.transaction() as conn:
             stored = self.store.read_stream(
-                conn, run_id, types=("RoundDecided", "ValidationLinked")
+                conn, run_id, types=("RoundDecided", "ValidationLinked", "MeasurementsRecorded")
             )
-        failed: dict[int, list[str] | None] = {}
-        decided: list[RoundDecided] = []
-        for record in stored:
-            event = record.event()
-            if isinstance(event, ValidationLinked) and not event.passed:
-                failed[event.round] = failed_validation_cases(event)
-            elif isinstance(event, RoundDecided):
-                decided.append(event)
-        return {d.round: explain(d, failed_cases=failed.get(d.round)) for d in decided}
+        events = [record.event() for record in stored]
+        inputs = explain_inputs(events)
+        return {
+            d.round: explain(d, **inputs.get(d.round, {}))
+            for d in events
+            if isinstance(d, RoundDecided)
+        }
 
     def explain_rounds(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], Any]:
         """`explain.explain` for each (run, round) given, each read through the type index
@@ -114,16 +114,19 @@ class Queries(Session):
         from ledger.core.explain import explain
 
         return {
-            key: explain(decided, failed_cases=failed)
-            for key, (decided, failed) in self._decided(keys).items()
+            key: explain(decided, **inputs)
+            for key, (decided, inputs) in self._decided(keys).items()
         }
 
     def _decided(
         self, keys: Sequence[tuple[str, int]]
-    ) -> dict[tuple[str, int], tuple[RoundDecided, list[str] | None]]:
-        """Each (run, round)'s RoundDecided, and for a FAIL the cases its validation's case
-        matrix marks as failed (None when the matrix is gone), read through the type index."""
-        out: dict[tuple[str, int], tuple[RoundDecided, list[str] | None]] = {}
+    ) -> dict[tuple[str, int], tuple[RoundDecided, dict[str, Any]]]:
+        """Each (run, round)'s RoundDecided and what `explain` takes beside it
+        (`explain_inputs`): for a FAIL the cases its validation's case matrix marks as
+        failed, for a round measured beside a same-session reference its medians, read
+        through the type index (a round's events are appended together: its reference just
+        before its candidate's measurements)."""
+        out: dict[tuple[str, int], tuple[RoundDecided, dict[str, Any]]] = {}
         with self.store.transaction() as conn:
             for run_id, number in keys:
                 version = readmodel.nth_version(conn, run_id, "RoundDecided", number)
@@ -133,16 +136,22 @@ class Queries(Session):
                 decided = record.event()
                 if not isinstance(decided, RoundDecided) or decided.round != number:
                     continue
-                failed = None
+                wanted: list[tuple[str, int]] = []
                 if decided.decision == "FAIL":
-                    linked_at = readmodel.last_version_before(
-                        conn, run_id, "ValidationLinked", version
+                    wanted.append(("ValidationLinked", version))
+                if decided.candidate_medians_us is not None:  # measured: a reference?
+                    measured = readmodel.last_version_before(
+                        conn, run_id, "MeasurementsRecorded", version
                     )
-                    linked = self.store.read_version(conn, run_id, linked_at) if linked_at else None
-                    event = linked.event() if linked else None
-                    if isinstance(event, ValidationLinked) and event.round == number:
-                        failed = failed_validation_cases(event)
-                out[(run_id, number)] = (decided, failed)
+                    if measured is not None:
+                        wanted.append(("MeasurementsRecorded", measured))
+                read = []
+                for event_type, before in wanted:
+                    at = readmodel.last_version_before(conn, run_id, event_type, before)
+                    event = self.store.read_version(conn, run_id, at).event() if at else None
+                    if getattr(event, "round", None) == number:
+                        read.append(event)
+                out[(run_id, number)] = (decided, explain_inputs(read).get(number, {}))
         return out
 
     def all_views(self) -> list[RunView]:
@@ -171,8 +180,9 @@ class Queries(Session):
         from ledger.core.explain import explain
 
         details = {}
-        for key, (decided, failed) in self._decided(keys).items():
-            why = explain(decided, failed_cases=failed)
+        for key, (decided, inputs) in self._decided(keys).items():
+            why = explain(decided, **inputs)
+            failed = inputs.get("failed_cases")
             cases = tuple(failed or ()) if decided.decision == "FAIL" else ()
             if not cases and why.worst_case:
                 cases = (why.worst_case,)

@@ -49,6 +49,7 @@ from ledger.inputs.models import (
     NoiseFile,
     base_folder,
     config_warnings,
+    explain_inputs,
     failed_validation_cases,
     load_config,
     load_round_result,
@@ -82,6 +83,14 @@ class PlanResult:
     warnings: tuple[str, ...] = ()
     dry_run: bool = False
     sources_not_samples: tuple[str, ...] = ()  # baseline cases whose `source` holds no samples
+
+
+def _explained(decided: RoundDecided, events: Sequence[Event]) -> Any:
+    """Why the round got its decision (`explain.explain`), from the events it is decided
+    with, as `show` words the stored decision."""
+    from ledger.core.explain import explain
+
+    return explain(decided, **explain_inputs(events).get(decided.round, {}))
 
 
 def key_checked(kind: str, doc: JsonFile, *, strict: bool) -> list[str]:
@@ -118,6 +127,7 @@ class RecordResult:
     mechanism_entry: dict[str, Any] | None = None  # entry, source (and nearest for other)
     profiles: tuple[dict[str, Any], ...] = ()  # the candidate's profiles the decision read
     mechanism_check: dict[str, Any] | None = None  # as the decision records it
+    why: Any = None  # `explain.Explanation` of the decision (None: already recorded)
 
 
 @dataclass(frozen=True)
@@ -253,6 +263,7 @@ class Writes(Session):
             mechanism_check=None
             if decision.mechanism_check is None
             else decision.mechanism_check.model_dump(mode="json"),
+            why=_explained(decision, items),
         )
 
     def commit(
@@ -373,6 +384,7 @@ class Writes(Session):
             "worst_case_regression": decided.worst_case_regression,
             "evidence": decided.evidence,
             "flags": list(decided.flags),
+            "why": _explained(decided, outcome.events).as_dict(),
         }
         if "sides" in statistics:
             out["sides"] = statistics["sides"]

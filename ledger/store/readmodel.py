@@ -57,6 +57,14 @@ def failed_rounds(conn: Connection, run_id: str, first: int) -> set[int]:
     return set(conn.execute(_FAILED_ROUNDS, {"run": run_id, "first": first}).scalars())
 
 
+def candidate_rounds(conn: Connection, run_id: str, sha256: str) -> list[tuple[int, str, str]]:
+    """(round, candidate sha256, decision) of the run's decided rounds whose candidate was
+    this kernel (`rounds` rows), oldest first: `status` and `check-merge` on a best kernel
+    submitted more than once (`projections.resubmissions`)."""
+    rows = conn.execute(_CANDIDATE_ROUNDS, {"run": run_id, "sha256": sha256})
+    return [(number, sha256, decision) for number, decision in rows]
+
+
 def read_versions(conn: Connection, stream_id: str, versions: Iterable[int]) -> list[StoredEvent]:
     """The run's events at these stream versions, in version order."""
     wanted = sorted(set(versions))
@@ -96,6 +104,11 @@ _FAILED_ROUNDS = select(rounds.c.round).where(
     rounds.c.round >= bindparam("first"),
     rounds.c.decision != "KEEP",
     rounds.c.mechanism.is_not(None),
+)
+_CANDIDATE_ROUNDS = (
+    select(rounds.c.round, rounds.c.decision)
+    .where(rounds.c.run_id == bindparam("run"), rounds.c.candidate_sha256 == bindparam("sha256"))
+    .order_by(rounds.c.round)
 )
 _READ_VERSIONS = (
     select(*EVENT_COLUMNS)

@@ -88,9 +88,52 @@ def test_a_failed_run_does_not_pass_the_gate(cli, tmp_path):
     )
     assert result.exit_code == 1
     assert result.json()["reasons"] == [
-        f"Run {campaign.run_id} concluded failed, not passed: its objective was not met, so no "
-        "kernel of it may be merged."
+        f"Run {campaign.run_id} concluded failed, not passed: its cumulative improvement "
+        "+0.00% did not reach the target +10.00% (objective.target_relative_improvement), so "
+        "no kernel of it may be merged. A concluded run takes no more rounds: to go on, plan a "
+        f"new run from its best kernel (kernel-ledger checkout --run {campaign.run_id} --out "
+        f'FILE) with parent_run_id "{campaign.run_id}" in its config and a target it can reach.'
     ]
+
+
+def test_plan_says_what_the_target_decides_and_a_failed_run_names_the_way_on(cli, tmp_path):
+    """plan says check-merge passes only at the target; the template says so beside the
+    key; a run that missed it is refused with the way on, which plan then takes."""
+    campaign = Campaign(
+        tmp_path / "c",
+        objective={**Campaign(tmp_path).objective, "target_relative_improvement": 0.5},
+    )
+    rule = (
+        "check-merge will pass only if the cumulative improvement reaches +50.00% "
+        "(objective.target_relative_improvement)"
+    )
+    checked = cli("plan", "--config", campaign.config(), "--dry-run")
+    assert checked.stdout.splitlines()[1] == f"  {rule}"
+    planned = cli("plan", "--config", campaign.config(), "--json")
+    assert planned.exit_code == 0 and planned.json()["merge_rule"] == rule
+    template = cli("template", "config").stdout
+    assert (
+        '    "target_relative_improvement": 0.1,\n'
+        '    // "target_relative_improvement": check-merge passes only if the cumulative '
+        "improvement reaches this (0.1 is +10%): set what this run must reach, not the "
+        "example.\n"
+    ) in template
+    path = campaign.round([16.0, 36.0, 22.0])  # KEEP, +11%: short of +50%
+    assert cli("record", "--run", campaign.run_id, "--result", path).exit_code == 0
+    campaign.accepted("KEEP", 1)
+    assert cli("analyze", "--run", campaign.run_id, "--output-dir", tmp_path / "out").exit_code == 0
+    refused = cli("check-merge", "--run", campaign.run_id, "--kernel", campaign.best_kernel)
+    assert refused.exit_code == 1
+    assert "did not reach the target +50.00% (objective.target_relative_improvement)" in (
+        refused.stdout
+    )
+    # the way on it names: the best kernel checked out, a new run naming this one as parent
+    best = tmp_path / "next" / "kernel.py"
+    out = cli("checkout", "--run", campaign.run_id, "--out", best)
+    assert out.exit_code == 0, out.stderr
+    follow = Campaign(tmp_path / "next", run_id="softmax-t-002", parent_run_id=campaign.run_id,
+                      best_kernel=best, baseline=[16.0, 36.0, 22.0])  # fmt: skip
+    assert cli("plan", "--config", follow.config()).exit_code == 0
 
 
 def test_changed_evidence_is_a_note_unless_strict(cli, tmp_path):

@@ -32,6 +32,8 @@ def test_whole_run_keep_discard_noise_fail_and_analyze(cli, campaign, tmp_path):
         "kernel_sha256": sha256(campaign.best_kernel),
         "case_count": 3,
         "warnings": [],
+        "merge_rule": "check-merge will pass only if the cumulative improvement reaches "
+        "+10.00% (objective.target_relative_improvement)",
     }
     r1 = record(cli, campaign, [16.0, 37.0, 23.0])
     assert r1["status"] == "recorded"

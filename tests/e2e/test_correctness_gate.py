@@ -69,7 +69,8 @@ def test_record_text_names_the_failed_cases(cli, campaign: Campaign):
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
         "round 1: FAIL  I —  R —  cumulative +0.00%  target not met  9 rounds left\n"
-        "  correctness gate failed on: fp32-64x1024\n"
+        "  why: FAIL: validation failed on case fp32-64x1024, so the candidate was never "
+        "measured.\n"
         "  mechanism block-shape (named by its mechanism); no profile of the candidate read; "
         "no expected_signal\n"
     )

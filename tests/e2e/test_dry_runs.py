@@ -79,6 +79,9 @@ def test_dry_run_text_says_nothing_was_written(cli, monkeypatch):
     assert result.stdout == (
         "checked (nothing written): round 1 would be decided as follows\n"
         "round 1: KEEP  I +8.27%  R -3.47%  cumulative +8.27%  target not met  7 rounds left\n"
+        "  why: KEEP: I = +8.27% is at least the minimum 1.00% and above the noise floor 0.50%, "
+        "and worst case R = -3.47% on bf16-64x8193 is within its limit 2.00% (medians only: no "
+        "raw samples to test it against noise); the candidate became the best kernel.\n"
         "  mechanism rows-per-program (named by its mechanism); no profile of the candidate "
         "read; no expected_signal\n"
     )

@@ -522,7 +522,9 @@ def test_descriptions_name_arguments_not_command_line_flags():
     assert tool_description(listed["plan"]) == (
         "Validate a run configuration and lock the run (baseline, cases, objective); with "
         '`dry_run`, only check it. Returns `status` "planned" (or "checked" with '
-        "`dry_run`), `run_id`, `kernel_sha256`, `case_count`, `warnings`."
+        "`dry_run`), `run_id`, `kernel_sha256`, `case_count`, `warnings`, `merge_rule` (the "
+        "sentence saying what the target decides: check-merge passes only if the cumulative "
+        "improvement reaches it)."
     )
     assert "(name exactly one of `baseline`, `round`, `kernel`, `candidate`)" in (
         tool_description(listed["profile"])

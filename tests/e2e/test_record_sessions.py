@@ -370,3 +370,42 @@ def test_a_reference_keep_recorded_under_contract_1_replays_unchained(cli, tmp_p
     assert 0.123 < status["run"]["cumulative_improvement"] < 0.125
     assert status["baseline_comparison"]["across_sessions"] is True
     assert 0.079 < status["baseline_comparison"]["improvement"] < 0.081
+
+
+def test_decide_says_its_seed_is_not_records_and_assess_reproduces_record(cli, campaign):
+    """The same samples through decide and record: decide's bootstrap is seeded from its
+    input, record's from the run id and round, so decide says so; assess says what record
+    then records, bound for bound."""
+    _plan(cli, campaign)
+    parent = campaign.round_doc([])["parent_kernel_sha256"]
+    candidate = _rows(campaign, 0.97, 50, 41)
+    reference = _rows(campaign, 1.0, 50, 51)
+    doc = campaign.round_doc([])
+    doc.update(
+        measurements=candidate, reference={"kernel_sha256": parent, "measurements": reference}
+    )
+    path = write_json(campaign.root / "rounds" / "round-1.json", doc)
+    assessed = cli("assess", "--run", campaign.run_id, "--result", path, "--json")
+    assert assessed.exit_code == 0, assessed.stderr
+    recorded = cli("record", "--run", campaign.run_id, "--result", path, "--json")
+    assert recorded.exit_code == 0, recorded.stderr
+    assert assessed.json()["why"] == recorded.json()["why"]
+    assert "bootstrap" in recorded.json()["why"]["sentence"]
+    one = {
+        "objective": OBJECTIVE,
+        "cases": [{"id": c, "weight": w} for c, w in campaign.cases],
+        "best": _rows(campaign, 1.0, 50, 1),
+        "reference": reference,
+        "candidate": candidate,
+    }
+    decided = cli("decide", "--input", write_json(campaign.root / "one.json", one), "--json")
+    assert decided.exit_code == 0, decided.stderr
+    note = (
+        "decide seeds its bootstrap from its whole input, record from the run id, round, "
+        "weights and samples, so bootstrap bounds can differ slightly from record's for the "
+        "same samples; `kernel-ledger assess` reproduces record exactly"
+    )
+    assert decided.json()["note"] == note
+    text = cli("decide", "--input", campaign.root / "one.json").stdout
+    assert text.splitlines()[-1] == f"  note: {note}"
+    assert "`assess` reproduces record exactly" in cli("decide", "--help").stdout

@@ -21,8 +21,7 @@ RUN = "softmax-demo-001"
 NOT_IMPORTED = (
     "numpy",
     "ledger.core.stats",
-    "ledger.core.bottleneck",
-    "ledger.core.explain",
+    "ledger.core.bottleneck",  # explain (which says why) builds the profile flags' glossary
     "ledger.inputs.profiles",
     "ledger.inputs.samples",
     "ledger.services.analysis",

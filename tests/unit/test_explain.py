@@ -352,3 +352,14 @@ def test_the_golden_rounds_are_worded_as_they_always_were(tmp_path):
     for run, number, text, reason in GOLDEN_WORDS:
         assert ex.explain(decided[run, number]).text == text
         assert reasons[run, number] == reason
+
+
+def test_the_worst_case_comes_from_the_reference_the_decision_compared():
+    # R +5.4% on "large" against the stored best; against the reference "small" regressed most
+    d = decided("DISCARD", [8.0, 21.08])
+    assert ex.explain(d).worst_case == "large"
+    assert ex.explain(d, reference_us=[7.0, 21.0]).worst_case == "small"
+    # decided on a reference whose medians the caller could not read: no case, not a wrong one
+    on_reference = d.model_copy(update={"statistics": {"sides": "reference"}})
+    assert ex.explain(on_reference).worst_case is None
+    assert ex.explain(on_reference, reference_us=[7.0, 21.0]).worst_case == "small"
