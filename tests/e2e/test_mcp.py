@@ -587,3 +587,42 @@ def test_an_unreadable_line_is_answered_and_the_server_serves_on(sqlite_url):
     ]  # fmt: skip
     assert answers[3]["id"] == 2 and answers[3]["result"]["isError"] is False
     assert "Traceback" not in stderr and cli.event_count() == before
+
+
+def test_results_name_the_tools_arguments_not_its_flags(sqlite_url, tmp_path):
+    """What the ledger says to a tool's caller (warnings, notes, reasons, errors) names the
+    tool's arguments where the command line names its flags; a command line it quotes, and
+    the command line's own output, stay as they were."""
+    cli = CliRunner(sqlite_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    shapes = tmp_path / "op_summary.csv"
+    shapes.write_text(
+        "Op Name,Task ID,Task Duration(us),Block Dim,Input Shapes\n"
+        'k,1,5,8,"1,2"\nk,2,6,8,"3,4"\nk,3,7,8,"3,4"\nk,4,20,16,"1,2"\n'
+    )
+    note = (
+        "'k' ran with 2 different shapes, never merged: attributed '1,2' (2 launch(es), the "
+        "most total time); the others are reported each on their own: '3,4' (2 launch(es)); "
+        "pass {} to choose"
+    )
+    kernel = DEMO / "kernels" / "softmax_r5_gridstride.py"
+
+    async def calls():
+        async with server(sqlite_url, tmp_path) as call:
+            profiled = await call.ok("profile", run=RUN, path=shapes, baseline=True, dry_run=True)
+            gate = await call("check-merge", run=RUN, kernel=kernel)
+            return profiled, gate
+
+    profiled, (is_error, gate) = run_async(calls)
+    assert profiled["notes"] == [note.format("argument 'shape'")]
+    assert profiled["attribution"]["notes"] == [note.format("argument 'shape'")]
+    concluded = (
+        f"Run {RUN} has not concluded; conclude it with kernel-ledger analyze --run {RUN} "
+        "once its rounds are done."
+    )
+    assert is_error and gate["exit_code"] == 1 and concluded in gate["reasons"], gate
+    # the command line says it as it always did
+    printed = cli("profile", "--run", RUN, "--baseline", shapes, "--dry-run", "--json")
+    assert printed.exit_code == 0 and printed.json()["notes"] == [note.format("--shape")]
+    text = cli("profile", "--run", RUN, "--baseline", shapes, "--dry-run")
+    assert f"\nnote: {note.format('--shape')}\n" in text.stdout
