@@ -127,7 +127,7 @@ def _schema(option: Option, command: Command | None = None) -> dict[str, Any]:
         one = {"type": "array", "items": one}
         if option.count is not None:
             one["minItems"] = one["maxItems"] = option.count
-    help = option.help if command is None else as_arguments(option.help, command)
+    help = option.tool_help if command is None else as_arguments(option.tool_help, command)
     if option.file:
         help += " A path on the server's machine, relative to the folder it runs in."
     one["description"] = help
@@ -137,7 +137,8 @@ def _schema(option: Option, command: Command | None = None) -> dict[str, Any]:
 
 
 def tool_description(command: Command) -> str:
-    text = f"{command.summary} Returns {command.returns}." if command.returns else command.summary
+    summary, returns = command.tool_summary, command.tool_returns
+    text = f"{summary} Returns {returns}." if returns else summary
     return as_arguments(text, command)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ pytest.importorskip("mcp")
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
-from cli.mcpserver import input_schema, tools
+from cli.mcpserver import input_schema, tool_description, tools
 from ledger.store.eventstore import Store
 
 from conftest import CliRunner, new_pg_database
@@ -139,7 +140,7 @@ def test_schemas_name_the_fixed_sets_and_say_what_each_field_is():
             "result": {
                 "type": "string",
                 "description": "The round result (JSON, schema_version 1; `template round` "
-                "prints one): round, parent_kernel_sha256, candidate, hypothesis, change, "
+                "returns one): round, parent_kernel_sha256, candidate, hypothesis, change, "
                 "verification and measurements. A path on the server's machine, relative to "
                 "the folder it runs in.",
             },
@@ -626,3 +627,29 @@ def test_results_name_the_tools_arguments_not_its_flags(sqlite_url, tmp_path):
     assert printed.exit_code == 0 and printed.json()["notes"] == [note.format("--shape")]
     text = cli("profile", "--run", RUN, "--baseline", shapes, "--dry-run")
     assert f"\nnote: {note.format('--shape')}\n" in text.stdout
+
+
+def test_tool_descriptions_speak_of_results_and_help_of_exit_codes():
+    """A tool's caller sees a result object, never an exit code or stdout: its description
+    and schema say `status` "failed" where `--help` says exit 1."""
+    listed = tools()
+    shell = re.compile(r"\bexit(?:s|ed)? (?:code|status|\d)|\bstdout\b|\bstderr\b|\bprint", re.I)
+    for command in listed.values():
+        texts = [tool_description(command)]
+        texts += [f["description"] for f in input_schema(command)["properties"].values()]
+        for text in texts:
+            assert not shell.search(text), (command.name, text)
+    assert tool_description(listed["verify"]).startswith(
+        "Check hashes, chains, canonical payloads, decisions, projections and checkpoints; a "
+        'failure is an error result, `status` "failed", with its `first_failure`. Returns '
+    )
+    assert tool_description(listed["check-merge"]).startswith(
+        'The pre-merge gate: `status` "ok" only if the run concluded passed'
+    )
+    cli = CliRunner("sqlite:///unused.sqlite3")
+    verify = cli("verify", "--help", db=False)
+    assert verify.exit_code == 0
+    assert "checkpoints; exit 1 on failure." in " ".join(verify.stdout.split())
+    gate = " ".join(cli("check-merge", "--help", db=False).stdout.split())
+    assert "The pre-merge gate: exit 0 only if the run concluded passed" in gate
+    assert "--markdown Print a summary fit for a pull-request comment." in gate
