@@ -149,7 +149,25 @@ class Env:
         checked, so a bad file is rejected before a ledger is opened or created."""
         from ledger.services.service import LedgerService
 
+        self._name_ledger()
         return LedgerService.opening(lambda: self.store(create=create))
+
+    def _name_ledger(self) -> None:
+        """The SQLite file of the ledger, made known before it is opened: an input file
+        that is the ledger is then refused as such (ledger/files.py), and no output may be
+        it. A URL that names no file is left to the store to refuse."""
+        from ledger.errors import LedgerError
+        from ledger.files import guard_ledger
+        from ledger.store.sqlitefile import ledger_file
+        from ledger.store.urls import parse_url
+
+        try:
+            parsed = parse_url(self.url)
+        except LedgerError:
+            return
+        path = ledger_file(parsed) if parsed.get_backend_name() == "sqlite" else None
+        if path is not None:
+            guard_ledger(path)
 
 
 class WithDetails(LedgerError):
