@@ -69,8 +69,9 @@ def say_check_merge(out: Outcome, args) -> None:
 
 COMMAND = Command(
     "check-merge",
-    """The pre-merge gate: exit 0 only if the run concluded passed, the file is its best
-    kernel, the run verifies and the pinned checkpoint (if given) holds.
+    """The pre-merge gate: [[exit 0||`status` "ok"]] only if the run concluded passed, the file
+    is its best kernel, the run verifies and the pinned checkpoint (if given) holds[[||;
+    otherwise an error result, `status` "failed", with its `reasons`]].
 
     Example:
 
@@ -86,7 +87,11 @@ COMMAND = Command(
         "checkpoint": CHECKPOINT,
         "verifier_key": VERIFIER_KEY,
         "strict_artifacts": Option("Changed or missing evidence files fail the gate.", bool, False),
-        "markdown": Option("Print a summary fit for a pull-request comment.", bool, False),
+        "markdown": Option(
+            "[[Print||Return]] a summary fit for a pull-request comment[[||, as `markdown`]].",
+            bool,
+            False,
+        ),
         "since": SINCE,
     },
     returns="`status` (ok or failed), `run_id`, `kernel` {path, sha256}, `best_kernel_sha256`, "

@@ -56,7 +56,8 @@ COMMAND = Command(
         "run": run_option("The run to restore from."),
         "round": round_option("Round N's candidate (0: the starting kernel)."),
         "out": Option(
-            "The file to write the kernel to (default: stdout, which a JSON result cannot carry).",
+            "The file to write the kernel to [[(default: stdout, which a JSON result cannot carry)"
+            "||(a result cannot carry the kernel's source)]].",
             metavar="PATH",
             tool_required=True,
             file=True,

@@ -22,6 +22,7 @@ import importlib.util
 import keyword
 import os
 import pkgutil
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -34,6 +35,24 @@ REQUIRED: Any = ...
 """The default of an option that must be given."""
 MAX_COUNT = 2**53 - 1
 """The largest whole number an option takes (the ledger's integers are RFC 8785-safe)."""
+
+
+_WORDED = re.compile(r"\[\[(.*?)\|\|(.*?)\]\]", re.DOTALL)
+
+
+def worded(text: str, *, cli: bool) -> str:
+    """A declared text as one front end reads it: each `[[cli words||tool words]]` in a
+    command's help or `returns`, or in an option's help, is its first half on the command
+    line (`--help`, docs/cli.md, the skill) and its second in the MCP tool's description and
+    schema, which speak of the result object (`status` "failed") where the command line
+    speaks of exit codes and stdout.
+
+    >>> worded("[[exit 1||`status` failed]] on failure", cli=False)
+    '`status` failed on failure'
+    >>> worded("[[exit 1||`status` failed]] on failure", cli=True)
+    'exit 1 on failure'
+    """
+    return _WORDED.sub(lambda m: m.group(1 if cli else 2), text)
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,11 @@ class Option:
     file_or_text: bool = False  # a note or key, or the file holding it
     run_id: bool = False  # a run id (RUN_ID_RE)
     tool_required: bool = False  # an MCP call must give it, though the command line need not
+    tool_help: str = field(default="", init=False, repr=False, compare=False)  # the tool's
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tool_help", worded(self.help, cli=False))
+        object.__setattr__(self, "help", worded(self.help, cli=True))
 
     @property
     def required(self) -> bool:
@@ -125,7 +149,25 @@ class Env:
         checked, so a bad file is rejected before a ledger is opened or created."""
         from ledger.services.service import LedgerService
 
+        self._name_ledger()
         return LedgerService.opening(lambda: self.store(create=create))
+
+    def _name_ledger(self) -> None:
+        """The SQLite file of the ledger, made known before it is opened: an input file
+        that is the ledger is then refused as such (ledger/files.py), and no output may be
+        it. A URL that names no file is left to the store to refuse."""
+        from ledger.errors import LedgerError
+        from ledger.files import guard_ledger
+        from ledger.store.sqlitefile import ledger_file
+        from ledger.store.urls import parse_url
+
+        try:
+            parsed = parse_url(self.url)
+        except LedgerError:
+            return
+        path = ledger_file(parsed) if parsed.get_backend_name() == "sqlite" else None
+        if path is not None:
+            guard_ledger(path)
 
 
 class WithDetails(LedgerError):
@@ -178,6 +220,16 @@ class Command:
     tool: bool = False  # also an MCP tool of the same name
     takes_json: bool = True  # takes --json
     one_shot: bool = False  # short and bounded: runs without the cycle collector (cli/entry.py)
+    tool_doc: str = field(default="", init=False, repr=False, compare=False)  # the tool's
+    tool_returns: str = field(default="", init=False, repr=False, compare=False)  # wording
+
+    def __post_init__(self) -> None:
+        """`doc`, `returns` as the command line words them; `tool_doc`, `tool_returns` as
+        the MCP tool does (`worded`)."""
+        for name in ("doc", "returns"):
+            text = getattr(self, name)
+            object.__setattr__(self, f"tool_{name}", worded(text, cli=False))
+            object.__setattr__(self, name, worded(text, cli=True))
 
     @property
     def tool_name(self) -> str:
@@ -187,7 +239,12 @@ class Command:
     @property
     def summary(self) -> str:
         """The first paragraph of the help, on one line."""
-        return " ".join(self.doc.strip().split("\n\n")[0].split())
+        return _first_paragraph(self.doc)
+
+    @property
+    def tool_summary(self) -> str:
+        """The summary as the MCP tool's description words it."""
+        return _first_paragraph(self.tool_doc)
 
     def checked(self, values: Mapping[str, Any], naming: Naming) -> dict[str, Any]:
         """The options, every rule checked: each declared option by name (defaults filled
@@ -230,6 +287,10 @@ class Command:
 
 
 _WORDS = ("no", "one", "two", "three")
+
+
+def _first_paragraph(doc: str) -> str:
+    return " ".join(doc.strip().split("\n\n")[0].split())
 
 
 def _problem(option: Option, value: Any) -> tuple[str | None, bool]:

@@ -127,7 +127,7 @@ def _schema(option: Option, command: Command | None = None) -> dict[str, Any]:
         one = {"type": "array", "items": one}
         if option.count is not None:
             one["minItems"] = one["maxItems"] = option.count
-    help = option.help if command is None else as_arguments(option.help, command)
+    help = option.tool_help if command is None else as_arguments(option.tool_help, command)
     if option.file:
         help += " A path on the server's machine, relative to the folder it runs in."
     one["description"] = help
@@ -137,7 +137,8 @@ def _schema(option: Option, command: Command | None = None) -> dict[str, Any]:
 
 
 def tool_description(command: Command) -> str:
-    text = f"{command.summary} Returns {command.returns}." if command.returns else command.summary
+    summary, returns = command.tool_summary, command.tool_returns
+    text = f"{summary} Returns {returns}." if returns else summary
     return as_arguments(text, command)
 
 
@@ -155,15 +156,49 @@ def as_arguments(text: str, command: Command) -> str:
 
 def in_arguments(message: str, command: Command) -> str:
     """An error message with the command's own flags (`--force`, `--round N`) named as its
-    arguments (`argument 'force'`), as a tool's caller knows them."""
+    arguments (`argument 'force'`), as a tool's caller knows them. A command line the
+    message quotes (in backticks, or from `kernel-ledger` to the end of its clause) is
+    another command's and is left as it is, as is every flag the command does not declare."""
     options = sorted(command.options.items(), key=lambda item: -len(flag_of(*item)))
-    for name, option in options:
-        if option.positional:
-            continue
-        metavar = f"(?: {re.escape(option.metavar)})?" if option.metavar else ""
-        flag = re.escape(flag_of(name, option))
-        message = re.sub(rf"(?<![\w-]){flag}{metavar}(?![\w-])", f"argument '{name}'", message)
-    return message
+    flags = [
+        (re.compile(rf"(?<![\w-]){re.escape(flag_of(name, option))}{_metavar(option)}(?![\w-])"),
+         f"argument '{name}'")
+        for name, option in options
+        if not option.positional
+    ]  # fmt: skip
+    pieces = _QUOTED.split(message)
+    for at in range(0, len(pieces), 2):  # the odd pieces are the quoted command lines
+        for pattern, argument in flags:
+            pieces[at] = pattern.sub(argument, pieces[at])
+    return "".join(pieces)
+
+
+def _metavar(option: Option) -> str:
+    return f"(?: {re.escape(option.metavar)})?" if option.metavar else ""
+
+
+_QUOTED = re.compile(r"(`[^`]*`|(?<![^\s(])kernel-ledger [^;`)\n]*?(?=[;`)\n]|[.,](?:\s|$)|$))")
+"""A command line a message quotes: a backticked span, or `kernel-ledger ...` up to the end
+of its clause."""
+
+MESSAGE_KEYS = frozenset({"error", "warnings", "notes", "reasons", "hint", "problems"})
+"""The keys of a result whose texts are the ledger's own words to its caller (errors,
+warnings, notes, reasons, hints), at any depth: only they name the command's flags. Every
+other text is data (paths, hypotheses, stored payloads) and is returned as stored."""
+
+
+def for_caller(document: Any, command: Command | None, key: str | None = None) -> Any:
+    """A result or error object as a tool's caller reads it: every text under a
+    `MESSAGE_KEYS` key with the command's flags named as its arguments (`in_arguments`)."""
+    if command is None:
+        return document
+    if isinstance(document, dict):
+        return {k: for_caller(v, command, k) for k, v in document.items()}
+    if isinstance(document, list):
+        return [for_caller(v, command, key) for v in document]
+    if isinstance(document, str) and key in MESSAGE_KEYS:
+        return in_arguments(document, command)
+    return document
 
 
 def error_document(message: str, exit_code: int) -> dict[str, Any]:
@@ -225,19 +260,27 @@ def call_tool(
             confinement.check(command, checked)
         outcome = command.call(env, **checked)
     except LedgerError as exc:
-        message = exc.message if command is None else in_arguments(exc.message, command)
-        doc = {**error_document(message, exc.exit_code), **getattr(exc, "details", {})}
-        return True, doc, f"Error: {doc['error']}"
+        doc = {**error_document(exc.message, exc.exit_code), **getattr(exc, "details", {})}
+        return _answer(True, doc, command)
     except Exception as exc:  # a bug: still one line, never a traceback
         doc = error_document(
             f"internal error ({type(exc).__name__}: {exc}); this is a bug in kernel-ledger", 70
         )
-        return True, doc, f"Error: {doc['error']}"
+        return _answer(True, doc, None)
     if outcome.failure is not None:
         doc = {**outcome.document, **error_document(outcome.failure, 1)}
         doc["status"] = outcome.document.get("status", "error")
-        return True, doc, f"Error: {doc['error']}"
-    return False, outcome.document, json.dumps(outcome.document, ensure_ascii=False)
+        return _answer(True, doc, command)
+    return _answer(False, outcome.document, command)
+
+
+def _answer(is_error: bool, document: dict[str, Any], command: Command | None):
+    """(is_error, document, text) of a call, its words as its caller reads them: the one
+    place a result, a failed check or an error is worded for a tool's caller."""
+    document = for_caller(document, command)
+    if is_error:
+        return True, document, f"Error: {document['error']}"
+    return False, document, json.dumps(document, ensure_ascii=False)
 
 
 STATUS_URI = "kernel-ledger://runs/{run_id}/status"

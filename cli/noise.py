@@ -55,8 +55,8 @@ COMMAND = Command(
     {
         "run": run_option(),
         "measurements": Option(
-            "An A/A remeasure of the current best kernel (JSON; `template measurements` prints "
-            "one): the kernel's sha256 and one measurement per planned case.",
+            "An A/A remeasure of the current best kernel (JSON; `template measurements` "
+            "[[prints||returns]] one): the kernel's sha256 and one measurement per planned case.",
             default=REQUIRED,
             metavar="FILE",
             file=True,

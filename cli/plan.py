@@ -60,9 +60,9 @@ COMMAND = Command(
     say_plan,
     {
         "config": Option(
-            "The run configuration (JSON, schema_version 1; `template config` prints one): "
-            "kernel, cases, baseline, objective, limits and the starting kernel's correctness "
-            "manifest.",
+            "The run configuration (JSON, schema_version 1; `template config` "
+            "[[prints||returns]] one): kernel, cases, baseline, objective, limits and the "
+            "starting kernel's correctness manifest.",
             default=REQUIRED,
             metavar="FILE",
             file=True,

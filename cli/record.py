@@ -125,7 +125,7 @@ def say_record(out: Outcome, args) -> None:
 
 COMMAND = Command(
     "record",
-    """Record one round (a round result file) and print the controller's decision.
+    """Record one round (a round result file) and [[print||return]] the controller's decision.
 
     Example:
 
@@ -139,8 +139,8 @@ COMMAND = Command(
     {
         "run": run_option("The run to record into."),
         "result": Option(
-            "The round result (JSON, schema_version 1; `template round` prints one): round, "
-            "parent_kernel_sha256, candidate, hypothesis, change, verification and "
+            "The round result (JSON, schema_version 1; `template round` [[prints||returns]] "
+            "one): round, parent_kernel_sha256, candidate, hypothesis, change, verification and "
             "measurements.",
             default=REQUIRED,
             metavar="FILE",

@@ -35,14 +35,14 @@ def say_schema(out: Outcome, args) -> None:
 
 COMMAND = Command(
     "schema",
-    """Print the JSON Schema of one kind of input file: every field with its type, default,
-    unit and meaning, derived from the models the commands validate with.
+    """[[Print||Return]] the JSON Schema of one kind of input file: every field with its type,
+    default, unit and meaning, derived from the models the commands validate with.
 
     Example: kernel-ledger schema round
     """,
     schema,
     say_schema,
-    {"kind": kind_option("`template KIND` prints a ready example")},
+    {"kind": kind_option("`template KIND` [[prints||returns]] a ready example")},
     returns='`status` "ok", `kind`, `schema` (the JSON Schema)',
     tool=True,
     one_shot=True,

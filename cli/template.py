@@ -21,7 +21,7 @@ def say_template(out: Outcome, args) -> None:
 
 COMMAND = Command(
     "template",
-    """Print a minimal valid example of one kind of input file: the fields it needs with
+    """[[Print||Return]] a minimal valid example of one kind of input file: the fields it needs with
     example values, and every optional field beside them as a `//` line (its type, unit,
     default and meaning). Drop the `//` lines and replace the values: the rest is the JSON
     the command accepts.
@@ -30,7 +30,7 @@ COMMAND = Command(
     """,
     template,
     say_template,
-    {"kind": kind_option("`schema KIND` prints its JSON Schema")},
+    {"kind": kind_option("`schema KIND` [[prints||returns]] its JSON Schema")},
     returns='`status` "ok", `kind`, `template` (the text)',
     tool=True,
     one_shot=True,

@@ -154,7 +154,8 @@ def _say_without_actor(report) -> None:
 COMMAND = Command(
     "verify",
     """Check hashes, chains, canonical payloads, decisions, projections and checkpoints;
-    exit 1 on failure.
+    [[exit 1 on failure||a failure is an error result, `status` "failed", with its
+    `first_failure`]].
 
     With --checkpoint, the root of the first N events must equal the pinned one. With
     --bundle, a bundle file is checked on its own, without opening any ledger. With --chain,

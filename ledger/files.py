@@ -2,7 +2,8 @@
 
 Every input goes through `open_input`/`read_input`: a regular file only (a FIFO, device or
 socket is refused without being waited on: it is opened non-blocking and checked with
-fstat on the very descriptor that is read), and never more than its size limit.
+fstat on the very descriptor that is read), never a SQLite database (the ledger named as an
+input is refused as the ledger), and never more than its size limit.
 
 Every output goes through `write_output` (or `check_output` and `StagedOutput` when the
 bytes are known only after a check that must come first, as in `analyze`), under the rules
@@ -137,10 +138,13 @@ def max_bundle_bytes() -> int:
 # --- reading -------------------------------------------------------------------------------
 
 
-def open_input(path: Path, what: str, *, limit: int | None = None) -> BinaryIO:
+def open_input(
+    path: Path, what: str, *, limit: int | None = None, refuse_database: bool = True
+) -> BinaryIO:
     """An open binary handle on the regular file `path`, refused (one-line `InputError`)
-    when it is missing, a folder, not a regular file, or over `limit` bytes (default: the
-    input limit). The open never blocks: a FIFO is opened non-blocking and refused."""
+    when it is missing, a folder, not a regular file, a SQLite database (the ledger above
+    all: `_refuse_database`), or over `limit` bytes (default: the input limit). The open
+    never blocks: a FIFO is opened non-blocking and refused."""
     path = Path(path)
     shown = display(path)
     limit = max_input_bytes() if limit is None else limit
@@ -162,6 +166,8 @@ def open_input(path: Path, what: str, *, limit: int | None = None) -> BinaryIO:
             raise InputError(f"{what} {shown} is a directory, not a file")
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{what} {shown} is not a regular file")
+        if refuse_database:
+            _refuse_database(fd, info, what, shown)
         if info.st_size > limit:
             raise InputError(f"{what} {shown} is {info.st_size} bytes, over the {limit}-byte limit")
         os.set_blocking(fd, True)
@@ -169,6 +175,50 @@ def open_input(path: Path, what: str, *, limit: int | None = None) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+_EXPECTED = {
+    "config file": ("a run configuration", "config"),
+    "round result": ("a round result", "round"),
+    "validation manifest": ("a validation manifest", "manifest"),
+    "case matrix": ("a case matrix", "case-matrix"),
+    "measurements file": ("an A/A remeasure", "measurements"),
+    "decide input": ("a decide input", "decide"),
+    "profile file": ("profiler output", None),
+    "samples file": ("a samples file", None),
+    "bundle": ("a bundle (`export` writes one)", None),
+}
+"""What each input should be (by the name its reader gives it), and the template kind
+that prints one."""
+
+
+def _refuse_database(fd: int, info: os.stat_result, what: str, shown: str) -> None:
+    """No input file is ever a SQLite database: the ledger named where an input was meant
+    (`plan --config l.sqlite3`) is said to be the ledger, not "not UTF-8 text" or "not
+    valid JSON". The ledger is recognised as the same file (through symbolic or hard links)
+    as one this process opened or is about to open (`guard_ledger`), any other database by
+    its 16-byte header."""
+    if what.endswith(("kernel", "candidate", ".path")):
+        expected, kind = "a kernel source file", None
+    else:
+        expected, kind = _EXPECTED.get(what, (f"a {what}" if what[:1].isalpha() else "", None))
+    tail = f", not {expected}" if expected else ""
+    if kind is not None:
+        tail += f": pass the JSON file `template {kind}` prints"
+    identity = (info.st_dev, info.st_ino)
+    if _GUARDED and identity in _ledger_identities(_GUARDED)[1]:
+        main = identity in {_identity(ledger) for ledger in _GUARDED}
+        which = "the ledger" if main else "a file of the ledger"
+        raise InputError(f"{what} {shown} is {which} (--db){tail}")
+    try:
+        header = os.pread(fd, len(SQLITE_HEADER), 0) if info.st_size >= 16 else b""
+    except OSError:
+        return  # unreadable here: the read itself says so
+    if header == SQLITE_HEADER:
+        raise InputError(f"{what} {shown} is a SQLite database{tail}")
 
 
 def read_input(path: Path, what: str, *, limit: int | None = None) -> bytes:
@@ -404,7 +454,7 @@ def same_bytes(target: Path, data: bytes) -> bool:
     try:
         if target.stat().st_size != len(data):
             return False
-        with open_input(target, "output", limit=len(data)) as handle:
+        with open_input(target, "output", limit=len(data), refuse_database=False) as handle:
             return handle.read(len(data) + 1) == data
     except (OSError, InputError):
         return False

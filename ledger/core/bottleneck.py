@@ -29,6 +29,7 @@ from ledger.errors import InputError
 __all__ = [
     "FIRST_EXPERIMENTS",
     "GPU_FIRST_EXPERIMENTS",
+    "NEUTRAL_FIRST_EXPERIMENTS",
     "RULES_VERSION",
     "TARGET_EXCEEDS_HEADROOM",
     "Attribution",
@@ -41,6 +42,7 @@ __all__ = [
     "first_experiment",
     "floors_us",
     "headroom_flag",
+    "wording",
 ]
 
 RULES_VERSION = 3
@@ -98,6 +100,11 @@ FIRST_EXPERIMENTS: dict[str, str] = {
     ),
 }
 
+_NOT_AI_CORE = {
+    c: FIRST_EXPERIMENTS[c] for c in (Bottleneck.AI_CPU, Bottleneck.COMMUNICATION, Bottleneck.DSA)
+}
+"""The classes of a task that is no AI Core kernel, the same on every platform."""
+
 GPU_FIRST_EXPERIMENTS: dict[str, str] = {
     Bottleneck.LAUNCH_SCHEDULING: (
         "a persistent grid (one program per SM looping over tiles) or larger tiles, so fewer "
@@ -135,9 +142,7 @@ GPU_FIRST_EXPERIMENTS: dict[str, str] = {
         "fuse with a neighbouring kernel, or capture the sequence in a CUDA graph to remove "
         "launch overhead"
     ),
-    Bottleneck.AI_CPU: FIRST_EXPERIMENTS[Bottleneck.AI_CPU],
-    Bottleneck.COMMUNICATION: FIRST_EXPERIMENTS[Bottleneck.COMMUNICATION],
-    Bottleneck.DSA: FIRST_EXPERIMENTS[Bottleneck.DSA],
+    **_NOT_AI_CORE,
     Bottleneck.UNKNOWN: (
         "profile with ncu's SpeedOfLight, LaunchStats and Occupancy sections (--page details) "
         "before choosing a mechanism"
@@ -147,17 +152,75 @@ GPU_FIRST_EXPERIMENTS: dict[str, str] = {
 GPU's terms (SMs, warps, registers, shared memory, tensor cores, L2) instead of the Ascend
 ones (cores, MTE2/MTE3, UB, multibuffering) of `FIRST_EXPERIMENTS`."""
 
+NEUTRAL_FIRST_EXPERIMENTS: dict[str, str] = {
+    Bottleneck.LAUNCH_SCHEDULING: (
+        "fewer, larger units of work: fewer launches or calls, each looping over more of the data"
+    ),
+    Bottleneck.INSUFFICIENT_PARALLELISM: (
+        "spread the work over more of the target's cores or lanes: smaller chunks, or split "
+        "another independent axis"
+    ),
+    Bottleneck.MEMORY_TRANSFER: (
+        "contiguous, cache-friendly accesses, fewer bytes moved (fusion, a narrower dtype), or "
+        "blocking so each byte loaded is reused"
+    ),
+    Bottleneck.SCALAR_FLOW_CONTROL: GPU_FIRST_EXPERIMENTS[Bottleneck.SCALAR_FLOW_CONTROL],
+    Bottleneck.VECTOR_COMPUTE: "fuse passes or remove work algebraically; vectorize the inner loop",
+    Bottleneck.CUBE_COMPUTE: (
+        "blocking that keeps the matrix unit (or a tuned matrix library call) busy, or a "
+        "cheaper dtype"
+    ),
+    Bottleneck.LATENCY: (
+        "more independent work in flight: fewer dependent steps, more independent loads"
+    ),
+    Bottleneck.UB_LIVE_SET: (
+        "smaller blocks and shorter live ranges, so the working set fits the fastest memory"
+    ),
+    Bottleneck.FIXED_COST: FIRST_EXPERIMENTS[Bottleneck.FIXED_COST],
+    **_NOT_AI_CORE,
+    Bottleneck.UNKNOWN: (
+        "measure where the time goes (a memory and a compute share, in a signal map) before "
+        "choosing a mechanism"
+    ),
+}
+"""The first experiment of each class on a platform that is neither Ascend nor a GPU (a CPU
+target): the same classes, in no vendor's terms (no SMs, warps, MTE or UB)."""
+
+ASCEND, GPU, NEUTRAL = "ascend", "gpu", "neutral"
+_FIRST = {ASCEND: FIRST_EXPERIMENTS, GPU: GPU_FIRST_EXPERIMENTS, NEUTRAL: NEUTRAL_FIRST_EXPERIMENTS}
+
+
+def wording(core: str | None, platform: str | None = None, sm_count: int | None = None) -> str:
+    """The platform an attribution's words are for: the one place Ascend, GPU or neutral
+    wording is chosen. `platform` is the run's platform family (`suggest.platform_family`
+    of its `target.soc`; None where no run is known): one that is neither "ascend" nor
+    "gpu" (a CPU) is worded neutrally whatever its signals are named; otherwise the core
+    kind the profile routes on decides (`gpu` for ncu signals, any other kind Ascend's),
+    and a profile that shows none takes the run's platform (a GPU target, or one with an
+    SM count, the GPU's; else Ascend's).
+
+    >>> wording("vector"), wording(None, "gpu"), wording("gpu", "x86_64")
+    ('ascend', 'gpu', 'neutral')
+    """
+    if platform is not None and platform not in (ASCEND, GPU):
+        return NEUTRAL
+    if core is not None:
+        return GPU if core == GPU else ASCEND
+    return GPU if platform == GPU or (platform is None and sm_count is not None) else ASCEND
+
 
 def first_experiment(bottleneck: str, core: str | None) -> str:
-    """The first experiment for a class, worded for the platform the profile came from.
+    """The first experiment for a class, worded for the platform (`wording`, or the core
+    kind the profile came from).
 
     >>> first_experiment("memory-transfer", "gpu").startswith("coalesced")
     True
     >>> "MTE2/MTE3" in first_experiment("memory-transfer", "vector")
     True
+    >>> first_experiment("memory-transfer", "neutral").startswith("contiguous")
+    True
     """
-    table = GPU_FIRST_EXPERIMENTS if core == "gpu" else FIRST_EXPERIMENTS
-    return table[Bottleneck(bottleneck)]
+    return _FIRST.get(core or ASCEND, FIRST_EXPERIMENTS)[Bottleneck(bottleneck)]
 
 
 TARGET_EXCEEDS_HEADROOM = "target-exceeds-headroom"
@@ -686,8 +749,13 @@ def _gpu_pipes(s: Mapping[str, float], target: TargetCaps, t: Thresholds, fired:
         fired.append(mem if mem_hot else cmp)
 
 
-def _missing(kind: str | None, s: Mapping[str, float], target: TargetCaps) -> str:
-    if kind == "gpu" or (kind is None and target.sm_count is not None):  # a GPU target
+def _missing(words: str, s: Mapping[str, float]) -> str:
+    if words == NEUTRAL:
+        need = "a memory and a compute share of the time (a signal map with memory_throughput "
+        need += "and sm_throughput as fractions, or bytes_moved and flop_count with the "
+        need += "target's peak_bandwidth_gbps and peak_tflops)"
+        return need if _duration(s) is not None else need + " and a duration"
+    if words == GPU:
         return (
             "SM and DRAM throughput (ncu sm__throughput / dram__throughput, the "
             "SpeedOfLight section), or DRAM bytes and a duration with the target's "
@@ -730,14 +798,17 @@ def classify(
     thresholds: Thresholds | None = None,
     floors: Floors | None = None,
     attributes: Mapping[str, str] | None = None,
+    platform: str | None = None,
 ) -> Attribution:
     """Attribute the profile's time to one bottleneck class; see the module docstring.
-    `attributes` are the profile's categorical facts (``task_type``, ``op_type``)."""
+    `attributes` are the profile's categorical facts (``task_type``, ``op_type``);
+    `platform` the run's platform family, which its words follow (`wording`)."""
     s = _validated(signals)
     target = target or TargetCaps()
     t = thresholds or Thresholds()
     floors = floors or Floors()
     kind, why = core_kind(s, attributes)
+    words = wording(kind, platform, target.sm_count)
     if kind == "communication" and _nonzero(s, "aiv_"):
         kind, why = "vector", f"{why} with vector pipe time (communication fused with AIV work)"
     if kind in _ROUTED:
@@ -760,10 +831,12 @@ def classify(
             evidence.extend(f"also {cls}: {e}" for e in extra)
     else:
         winner = Bottleneck.UNKNOWN
-        missing = _missing(kind, s, target)
+        missing = _missing(words, s)
         evidence = [*quiet, f"missing: {missing}"]
         first = f"collect {missing} before choosing a mechanism"
-    if kind is not None:
+    if kind == GPU and words == NEUTRAL:
+        evidence.append("read with the throughput rules (throughput or launch signals)")
+    elif kind is not None:
         evidence.append(f"core: {kind} ({why})")
 
     floor_values = floors_us(s, floors)
@@ -788,7 +861,7 @@ def classify(
     return Attribution(
         bottleneck=str(winner),
         evidence=tuple(evidence),
-        first_experiment=first or first_experiment(winner, kind),
+        first_experiment=first or first_experiment(winner, words),
         headroom=headroom,
         flags=tuple(flags),
         floor_us=floor,

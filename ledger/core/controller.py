@@ -561,6 +561,7 @@ class AttributionSettings:
     target: Any
     thresholds: Any
     floors: Any
+    platform: str | None = None  # the run's platform family, which the words follow
 
 
 def attribution_settings(plan: RunPlanned) -> AttributionSettings:
@@ -582,13 +583,17 @@ def settings_from(target: dict[str, Any], doc: dict[str, Any]) -> AttributionSet
         "peak_bandwidth_gbps",
         "peak_tflops",
     )
+    from ledger.core.suggest import platform_family
+
     caps = {k: target[k] for k in keys if k in target}
+    soc = target.get("soc")
     return AttributionSettings(
         target=_build(TargetCaps, caps, "target"),
         thresholds=_build(
             Thresholds, doc.get("bottleneck_thresholds") or {}, "bottleneck_thresholds"
         ),
         floors=_build(Floors, doc.get("floors") or {}, "floors"),
+        platform=platform_family(soc) if isinstance(soc, str) and soc.strip() else None,
     )
 
 
@@ -631,7 +636,14 @@ def profile_event(
     from ledger.core.bottleneck import RULES_VERSION, classify
 
     def attribute(values: dict[str, float]) -> Any:
-        return classify(values, settings.target, settings.thresholds, settings.floors, attributes)
+        return classify(
+            values,
+            settings.target,
+            settings.thresholds,
+            settings.floors,
+            attributes,
+            platform=settings.platform,
+        )
 
     attribution = attribute(signals)
     extra: dict[str, Any] = {"rules": RULES_VERSION, "core": attribution.core}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ pytest.importorskip("mcp")
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
-from cli.mcpserver import input_schema, tools
+from cli.mcpserver import input_schema, tool_description, tools
 from ledger.store.eventstore import Store
 
 from conftest import CliRunner, new_pg_database
@@ -139,7 +140,7 @@ def test_schemas_name_the_fixed_sets_and_say_what_each_field_is():
             "result": {
                 "type": "string",
                 "description": "The round result (JSON, schema_version 1; `template round` "
-                "prints one): round, parent_kernel_sha256, candidate, hypothesis, change, "
+                "returns one): round, parent_kernel_sha256, candidate, hypothesis, change, "
                 "verification and measurements. A path on the server's machine, relative to "
                 "the folder it runs in.",
             },
@@ -589,3 +590,68 @@ def test_an_unreadable_line_is_answered_and_the_server_serves_on(sqlite_url):
     ]  # fmt: skip
     assert answers[3]["id"] == 2 and answers[3]["result"]["isError"] is False
     assert "Traceback" not in stderr and cli.event_count() == before
+
+
+def test_results_name_the_tools_arguments_not_its_flags(sqlite_url, tmp_path):
+    """What the ledger says to a tool's caller (warnings, notes, reasons, errors) names the
+    tool's arguments where the command line names its flags; a command line it quotes, and
+    the command line's own output, stay as they were."""
+    cli = CliRunner(sqlite_url)
+    assert cli("plan", "--config", DEMO / "config.json").exit_code == 0
+    shapes = tmp_path / "op_summary.csv"
+    shapes.write_text(
+        "Op Name,Task ID,Task Duration(us),Block Dim,Input Shapes\n"
+        'k,1,5,8,"1,2"\nk,2,6,8,"3,4"\nk,3,7,8,"3,4"\nk,4,20,16,"1,2"\n'
+    )
+    note = (
+        "'k' ran with 2 different shapes, never merged: attributed '1,2' (2 launch(es), the "
+        "most total time); the others are reported each on their own: '3,4' (2 launch(es)); "
+        "pass {} to choose"
+    )
+    kernel = DEMO / "kernels" / "softmax_r5_gridstride.py"
+
+    async def calls():
+        async with server(sqlite_url, tmp_path) as call:
+            profiled = await call.ok("profile", run=RUN, path=shapes, baseline=True, dry_run=True)
+            gate = await call("check-merge", run=RUN, kernel=kernel)
+            return profiled, gate
+
+    profiled, (is_error, gate) = run_async(calls)
+    assert profiled["notes"] == [note.format("argument 'shape'")]
+    assert profiled["attribution"]["notes"] == [note.format("argument 'shape'")]
+    concluded = (
+        f"Run {RUN} has not concluded; conclude it with kernel-ledger analyze --run {RUN} "
+        "once its rounds are done."
+    )
+    assert is_error and gate["exit_code"] == 1 and concluded in gate["reasons"], gate
+    # the command line says it as it always did
+    printed = cli("profile", "--run", RUN, "--baseline", shapes, "--dry-run", "--json")
+    assert printed.exit_code == 0 and printed.json()["notes"] == [note.format("--shape")]
+    text = cli("profile", "--run", RUN, "--baseline", shapes, "--dry-run")
+    assert f"\nnote: {note.format('--shape')}\n" in text.stdout
+
+
+def test_tool_descriptions_speak_of_results_and_help_of_exit_codes():
+    """A tool's caller sees a result object, never an exit code or stdout: its description
+    and schema say `status` "failed" where `--help` says exit 1."""
+    listed = tools()
+    shell = re.compile(r"\bexit(?:s|ed)? (?:code|status|\d)|\bstdout\b|\bstderr\b|\bprint", re.I)
+    for command in listed.values():
+        texts = [tool_description(command)]
+        texts += [f["description"] for f in input_schema(command)["properties"].values()]
+        for text in texts:
+            assert not shell.search(text), (command.name, text)
+    assert tool_description(listed["verify"]).startswith(
+        "Check hashes, chains, canonical payloads, decisions, projections and checkpoints; a "
+        'failure is an error result, `status` "failed", with its `first_failure`. Returns '
+    )
+    assert tool_description(listed["check-merge"]).startswith(
+        'The pre-merge gate: `status` "ok" only if the run concluded passed'
+    )
+    cli = CliRunner("sqlite:///unused.sqlite3")
+    verify = cli("verify", "--help", db=False)
+    assert verify.exit_code == 0
+    assert "checkpoints; exit 1 on failure." in " ".join(verify.stdout.split())
+    gate = " ".join(cli("check-merge", "--help", db=False).stdout.split())
+    assert "The pre-merge gate: exit 0 only if the run concluded passed" in gate
+    assert "--markdown Print a summary fit for a pull-request comment." in gate

@@ -223,7 +223,8 @@ def test_classification_table(
     if expected == "unknown":  # the advice names what is missing
         assert a.first_experiment.startswith("collect ")
         assert any(e.startswith("missing: ") for e in a.evidence)
-    elif a.core == "gpu":  # an ncu profile gets the GPU's wording
+    elif a.core == "gpu" or (a.core is None and target and target.sm_count):
+        # an ncu profile, or one with no core kind on a target with SMs: the GPU's wording
         assert a.first_experiment == GPU_FIRST_EXPERIMENTS[expected]
     else:
         assert a.first_experiment == FIRST_EXPERIMENTS[expected]
