@@ -43,7 +43,9 @@ _DECISION_GLOSSARY: dict[str, str] = {
     FLAG_DRIFT_UNESTIMATED: (
         f"Session-to-session drift is not estimated: {DRIFT_PAIRS_RULE}, and the run has fewer; "
         "the bootstrap used only within-session noise (drift 0). Record `kernel-ledger noise` "
-        "remeasures of the best kernel to estimate it."
+        "remeasures of the best kernel to estimate it. A round whose sides were measured in "
+        "one session (a same-session reference) has no drift between them: there the flag only "
+        "says the run has no estimate yet."
     ),
     "remeasure-advised": (
         "The round was kept, but its improvement I is within twice the larger of the noise "
